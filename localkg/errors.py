@@ -1,0 +1,52 @@
+"""Exceptions raised by localkg.
+
+Every error a user can cause has its own class so that the CLI can print one
+clear line and library callers can catch precisely what they expect.
+"""
+
+
+class LocalKGError(Exception):
+    """Base class of every error localkg raises on purpose."""
+
+
+class DatabaseNotFoundError(LocalKGError):
+    """The path given as a database holds no localkg database."""
+
+
+class DatabaseExistsError(LocalKGError):
+    """``KG.create`` was asked to create a database where one already is."""
+
+
+class DatabaseLockedError(LocalKGError):
+    """Another process has the database open.
+
+    Kùzu lets one process open a database at a time, even read-only.
+    """
+
+
+class LoadError(LocalKGError):
+    """A file could not be loaded (unreadable, truncated, wrong format)."""
+
+
+class TooManyRejectsError(LoadError):
+    """More lines were rejected than ``--max-rejects`` allows."""
+
+
+class UnknownEntityError(LocalKGError):
+    """An entity id that is not in the store was asked for."""
+
+
+class ReadOnlyQueryError(LocalKGError):
+    """A query given to ``localkg query`` would have changed the database."""
+
+
+class IndexMissingError(LocalKGError):
+    """An embedding index was needed but has not been built."""
+
+
+class StaleIndexError(LocalKGError):
+    """An embedding index is older than the graph it indexes."""
+
+
+class ModelNotFoundError(LocalKGError):
+    """No model file at the given path, and no bundled model installed."""

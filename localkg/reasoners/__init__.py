@@ -1,0 +1,10 @@
+"""Graph reasoners. Importing this package registers every reasoner by name.
+
+Each reasoner lives in its own module and registers itself with
+``@register``; ``get_reasoner(name)`` looks one up.
+"""
+from localkg.reasoners.base import REGISTRY, Answer, Context, Reasoner, Result, get_reasoner, register
+
+__all__ = ["REGISTRY", "Answer", "Context", "Reasoner", "Result", "get_reasoner", "register"]
+
+# One import per reasoner module (each registers itself).

@@ -1,0 +1,247 @@
+"""The one interface every reasoner implements, and the registry that names them.
+
+A reasoner gets a :class:`Context` (the store, and lazily the LLM runtime,
+the relevance scorer and the entity linker) and a config of hyperparameters,
+and answers ``answer(question, topic_entities=None) -> Result``. The base
+class does the bookkeeping every method needs the same way: it links the
+question when no topic entity is given, records every KG query and LLM call
+into the result's trace, times the question, and turns the expected failures
+(unknown entity, empty graph) into a "no answer found" result with a reason
+instead of an exception.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from localkg.errors import LocalKGError, UnknownEntityError
+from localkg.store.kg import KG, QueryLog
+from localkg.store.model import Node, Path
+
+if TYPE_CHECKING:
+    from localkg.llm import LLM
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One ranked answer: a node id (entity or literal) and its display name."""
+
+    id: str
+    name: str
+    score: float = 0.0
+
+
+@dataclass
+class Result:
+    """What a reasoner returns for one question, with everything needed to audit it."""
+
+    question: str
+    answers: list[Answer] = field(default_factory=list)
+    evidence: list[Path] = field(default_factory=list)
+    topic_entities: list[str] = field(default_factory=list)
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
+    kg_queries: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    reasoner: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.answers)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(int(call.get("prompt_tokens", 0)) for call in self.llm_calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(int(call.get("completion_tokens", 0)) for call in self.llm_calls)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape of ``localkg ask --json`` and of each line of ``predictions.jsonl``."""
+        return {
+            "question": self.question,
+            "reasoner": self.reasoner,
+            "topic_entities": self.topic_entities,
+            "answers": [{"id": a.id, "name": a.name, "score": a.score} for a in self.answers],
+            "evidence": [path_to_json(path) for path in self.evidence],
+            "notes": self.notes,
+            "llm_calls": len(self.llm_calls),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "kg_queries": len(self.kg_queries),
+            "seconds": round(self.seconds, 4),
+            "trace": {"llm": self.llm_calls, "kg": self.kg_queries},
+        }
+
+
+def path_to_json(path: Path) -> dict[str, Any]:
+    """A path as ids and names, plus its readable rendering."""
+    return {
+        "text": str(path),
+        "steps": [
+            {"head": asdict(step.triple.head), "relation": step.triple.relation, "tail": asdict(step.triple.tail),
+             "forward": step.forward}
+            for step in path.steps
+        ],
+    }
+
+
+@dataclass
+class Context:
+    """What a reasoner may use. The LLM, scorer and linker are built on first use.
+
+    ``llm``, ``scorer`` and ``linker`` may be passed in (a test passes a scripted model; the
+    harness passes one shared model for a whole run) or built lazily from the factories.
+    """
+
+    kg: KG
+    llm_factory: Callable[[], "LLM"] | None = None
+    scorer_factory: Callable[[], Any] | None = None
+    linker_factory: Callable[[], Any] | None = None
+    _llm: Any = None
+    _scorer: Any = None
+    _linker: Any = None
+
+    @property
+    def llm(self) -> "LLM":
+        if self._llm is None:
+            if self.llm_factory is None:
+                from localkg.llm import LLM
+
+                self._llm = LLM()
+            else:
+                self._llm = self.llm_factory()
+        return self._llm
+
+    @property
+    def scorer(self) -> Any:
+        """The relevance scorer (``localkg.indexes.scoring.RelevanceScorer``)."""
+        if self._scorer is None:
+            if self.scorer_factory is None:
+                from localkg.indexes.scoring import RelevanceScorer
+
+                self._scorer = RelevanceScorer()
+            else:
+                self._scorer = self.scorer_factory()
+        return self._scorer
+
+    @property
+    def linker(self) -> Any:
+        """The entity linker (``localkg.indexes.linking.EntityLinker``)."""
+        if self._linker is None:
+            if self.linker_factory is None:
+                from localkg.indexes.linking import EntityLinker
+
+                self._linker = EntityLinker(self.kg)
+            else:
+                self._linker = self.linker_factory()
+        return self._linker
+
+
+class Reasoner(ABC):
+    """Base class: subclasses set ``name`` and ``defaults`` and implement :meth:`solve`."""
+
+    name: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, Any]] = {}
+    uses_llm: ClassVar[bool] = True
+
+    def __init__(self, context: Context, **overrides: Any):
+        unknown = set(overrides) - set(self.defaults)
+        if unknown:
+            raise LocalKGError(f"{self.name} has no setting {', '.join(sorted(unknown))}; "
+                               f"settings: {', '.join(sorted(self.defaults))}")
+        self.context = context
+        self.config = {**self.defaults, **{k: _coerce(self.defaults[k], v) for k, v in overrides.items()}}
+
+    @property
+    def kg(self) -> KG:
+        return self.context.kg
+
+    @property
+    def llm(self) -> "LLM":
+        return self.context.llm
+
+    def answer(self, question: str, topic_entities: list[str] | None = None) -> Result:
+        """Answer ``question``; link it first when no topic entities are given. Never raises for
+        an unknown entity or an empty graph: the result then has no answers and says why."""
+        result = Result(question=question, reasoner=self.name)
+        started = time.perf_counter()
+        log = QueryLog()
+        previous_log, self.kg.log = self.kg.log, log
+        llm_mark = self._llm_mark()
+        try:
+            topics = list(topic_entities) if topic_entities else self._link(question, result)
+            result.topic_entities = topics
+            known = [t for t in topics if self.kg.has_node(t)]
+            if not known:
+                result.notes.append("no answer found: no topic entity of the question is in the graph"
+                                    if topics else "no answer found: no topic entity could be linked")
+            else:
+                self.solve(question, known, result)
+                if not result.answers and not any(n.startswith("no answer found") for n in result.notes):
+                    result.notes.append("no answer found: the search ended without a candidate")
+        except UnknownEntityError as error:
+            result.answers = []
+            result.notes.append(f"no answer found: {error}")
+        finally:
+            self.kg.log = previous_log
+            result.kg_queries = log.entries
+            result.llm_calls = self._llm_calls_since(llm_mark)
+            result.seconds = time.perf_counter() - started
+        return result
+
+    def _link(self, question: str, result: Result) -> list[str]:
+        candidates = self.context.linker.link(question, k=1)
+        return [candidates[0].id] if candidates else []
+
+    def _llm_mark(self) -> int:
+        llm = self.context._llm
+        return len(llm.calls) if llm is not None else 0
+
+    def _llm_calls_since(self, mark: int) -> list[dict[str, Any]]:
+        llm = self.context._llm
+        if llm is None:
+            return []
+        return [call.to_json() if hasattr(call, "to_json") else dict(call) for call in llm.calls[mark:]]
+
+    @abstractmethod
+    def solve(self, question: str, topics: list[str], result: Result) -> None:
+        """Fill ``result.answers``, ``result.evidence`` and ``result.notes`` for known topic entities."""
+
+
+def _coerce(default: Any, value: Any) -> Any:
+    """Turn ``--set key=value`` strings into the type of the default."""
+    if not isinstance(value, str) or isinstance(default, str) or default is None:
+        return value
+    if isinstance(default, bool):
+        return value.lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value
+
+
+REGISTRY: dict[str, type[Reasoner]] = {}
+
+
+def register(cls: type[Reasoner]) -> type[Reasoner]:
+    """Class decorator: make a reasoner available by its ``name``."""
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_reasoner(name: str) -> type[Reasoner]:
+    from localkg import reasoners  # noqa: F401  (imports every reasoner module, which registers it)
+
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise LocalKGError(f"no reasoner named {name!r}; available: {', '.join(sorted(REGISTRY))}") from None
+
+
+def answer_from_node(node: Node, score: float = 0.0) -> Answer:
+    return Answer(node.id, node.display, score)

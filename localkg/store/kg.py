@@ -1,0 +1,420 @@
+"""``KG``: the embedded knowledge graph and its query primitives.
+
+Every primitive is one or two parameterised Cypher queries (text from users or
+models only ever travels as a parameter) and returns the value classes of
+``localkg.store.model``.
+
+>>> from localkg.store.kg import KG
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "db"
+>>> kg = KG.create(path)
+>>> kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich"),
+...                 ("Top Hat", "starred_actors", "Ginger Rogers")])
+>>> [r.relation for r in kg.relations("Top Hat")]
+['directed_by', 'starred_actors']
+>>> [n.name for n in kg.neighbors("Ginger Rogers", "starred_actors", "in")]
+['Top Hat']
+>>> str(kg.paths("Ginger Rogers", "Mark Sandrich", max_hops=2)[0])
+'Ginger Rogers —starred_actors⁻¹→ Top Hat —directed_by→ Mark Sandrich'
+>>> kg.close()
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+from typing import Any, Callable, Iterable, Sequence
+
+import kuzu
+
+from localkg.errors import (
+    DatabaseExistsError,
+    DatabaseLockedError,
+    DatabaseNotFoundError,
+    ReadOnlyQueryError,
+    UnknownEntityError,
+)
+from localkg.store import schema
+from localkg.store.model import (
+    BOTH,
+    CVT,
+    DIRECTIONS,
+    IN,
+    LITERAL,
+    OUT,
+    Node,
+    NodeRecord,
+    Path,
+    RelationCount,
+    Stats,
+    Step,
+    Triple,
+)
+
+NO_LIMIT = 2**62
+_WRITE_CLAUSES = re.compile(r"\b(CREATE|MERGE|SET|DELETE|DETACH|DROP|ALTER|COPY|REMOVE|INSTALL|LOAD|ATTACH|IMPORT|EXPORT|BEGIN|COMMIT|CHECKPOINT)\b", re.I)
+
+
+@dataclass
+class QueryLog:
+    """What the store did for a caller: one entry per primitive call (for reasoner traces)."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self, primitive: str, arguments: dict[str, Any], rows: int, seconds: float) -> None:
+        self.entries.append({"primitive": primitive, "arguments": arguments, "rows": rows, "seconds": seconds})
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """Facts within some hops of seed nodes, with each node's BFS distance from the seeds."""
+
+    triples: tuple[Triple, ...]
+    distance: dict[str, int]
+
+
+def _open_database(path: FsPath, read_only: bool, buffer_pool_bytes: int) -> kuzu.Database:
+    try:
+        return kuzu.Database(str(path / schema.GRAPH_FILE), read_only=read_only, buffer_pool_size=buffer_pool_bytes)
+    except RuntimeError as error:
+        if "lock" in str(error).lower():
+            raise DatabaseLockedError(
+                f"{path} is open in another process; Kùzu allows one process per database "
+                "(even read-only). Close the other process and try again."
+            ) from None
+        raise
+
+
+class KG:
+    """A localkg database: open one with :meth:`open` or make one with :meth:`create`."""
+
+    def __init__(self, path: FsPath, database: kuzu.Database, read_only: bool):
+        self.path = FsPath(path)
+        self.read_only = read_only
+        self._database = database
+        self._connection = kuzu.Connection(database)
+        self._prepared: dict[str, Any] = {}
+        self.log: QueryLog | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def create(cls, path: str | FsPath, buffer_pool_bytes: int = 1 << 30) -> "KG":
+        """Create an empty database directory at ``path``."""
+        path = FsPath(path)
+        if (path / schema.GRAPH_FILE).exists():
+            raise DatabaseExistsError(f"{path} already holds a localkg database")
+        path.mkdir(parents=True, exist_ok=True)
+        kg = cls(path, _open_database(path, False, buffer_pool_bytes), read_only=False)
+        for statement in schema.DDL:
+            kg._connection.execute(statement)
+        kg._write_manifest({"format": schema.FORMAT_VERSION, "generation": 0})
+        return kg
+
+    @classmethod
+    def open(cls, path: str | FsPath, read_only: bool = False, create: bool = False,
+             buffer_pool_bytes: int = 1 << 30) -> "KG":
+        """Open the database at ``path`` (``create=True`` makes it when missing)."""
+        path = FsPath(path)
+        if not (path / schema.GRAPH_FILE).exists():
+            if create:
+                return cls.create(path, buffer_pool_bytes)
+            raise DatabaseNotFoundError(f"no localkg database at {path} (create one with `localkg load`)")
+        return cls(path, _open_database(path, read_only, buffer_pool_bytes), read_only=read_only)
+
+    def close(self) -> None:
+        """Release the database so another process can open it."""
+        self._prepared.clear()
+        self._connection.close()
+        self._database.close()
+
+    def __enter__(self) -> "KG":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ manifest
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The manifest: format version, load generation, key-sync counts."""
+        return json.loads((self.path / schema.MANIFEST_FILE).read_text())
+
+    def _write_manifest(self, manifest: dict[str, Any]) -> None:
+        target = self.path / schema.MANIFEST_FILE
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        tmp.replace(target)
+
+    def update_manifest(self, **changes: Any) -> None:
+        manifest = self.manifest
+        manifest.update(changes)
+        self._write_manifest(manifest)
+
+    @property
+    def generation(self) -> int:
+        """Incremented by every load that changed the graph; indexes record the one they saw."""
+        return int(self.manifest.get("generation", 0))
+
+    # ------------------------------------------------------------------ execution
+    def _run(self, query: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
+        statement = self._prepared.get(query)
+        if statement is None:
+            statement = self._prepared[query] = self._connection.prepare(query)
+        return self._connection.execute(statement, parameters or {}).get_all()
+
+    def _logged(self, primitive: str, arguments: dict[str, Any], run: Callable[[], list]) -> list:
+        started = time.perf_counter()
+        result = run()
+        if self.log is not None:
+            self.log.record(primitive, arguments, len(result), time.perf_counter() - started)
+        return result
+
+    def execute(self, query: str, parameters: dict[str, Any] | None = None) -> kuzu.QueryResult:
+        """Run any Cypher statement (for loaders and power users)."""
+        return self._connection.execute(query, parameters or {})
+
+    def query(self, cypher: str, parameters: dict[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
+        """Run a read-only Cypher query; return (column names, rows).
+
+        Statements that would change the database are refused before they run.
+        """
+        if _WRITE_CLAUSES.search(cypher):
+            raise ReadOnlyQueryError("`localkg query` runs read-only queries; this one would change the database")
+        result = self._connection.execute(cypher, parameters or {})
+        return result.get_column_names(), result.get_all()
+
+    # ------------------------------------------------------------------ primitives
+    def node(self, entity: str) -> NodeRecord:
+        """Everything stored about one node; raises :class:`UnknownEntityError` if absent."""
+        rows = self._run(
+            "MATCH (n:Node {id: $id}) RETURN n.id, n.name, n.kind, n.aliases, n.description, n.types, "
+            "n.value, n.datatype, n.lang",
+            {"id": entity},
+        )
+        if not rows:
+            raise UnknownEntityError(f"no node with id {entity!r}")
+        row = rows[0]
+        return NodeRecord(row[0], row[1] or "", row[2], tuple(row[3] or ()), row[4] or "", tuple(row[5] or ()),
+                          row[6] or "", row[7] or "", row[8] or "")
+
+    def has_node(self, entity: str) -> bool:
+        return bool(self._run("MATCH (n:Node {id: $id}) RETURN n.id", {"id": entity}))
+
+    def name(self, entity: str) -> str:
+        """The display name: the name, a literal's value, or "(mediator)" for an unnamed CVT.
+
+        >>> # kg.name("m.0abc")  -> 'Barack Obama'
+        """
+        record = self.node(entity)
+        return Node(record.id, record.name or record.value, record.kind).display
+
+    def relations(self, entity: str, direction: str = BOTH) -> list[RelationCount]:
+        """Distinct relations at ``entity`` with the direction seen from it and the fact count.
+
+        Reads the per-node summary, so a hub with a million edges answers as fast as a leaf.
+        Most frequent first.
+        """
+        _check_direction(direction)
+        rows = self._logged("relations", {"entity": entity, "direction": direction}, lambda: self._run(
+            "MATCH (n:Node {id: $id})-[h:HasRel]->(r:Relation) WHERE $dir = 'both' OR h.dir = $dir "
+            "RETURN r.id, r.label, h.dir, h.n ORDER BY h.n DESC, r.id, h.dir",
+            {"id": entity, "dir": direction},
+        ))
+        if not rows and not self.has_node(entity):
+            raise UnknownEntityError(f"no node with id {entity!r}")
+        return [RelationCount(r[0], r[1] or r[0], r[2], int(r[3])) for r in rows]
+
+    def neighbors(self, entity: str, relation: str, direction: str = OUT, limit: int | None = None) -> list[Node]:
+        """Nodes reached from ``entity`` over ``relation`` (``out``: entity is the head)."""
+        _check_direction(direction)
+        limit = NO_LIMIT if limit is None else int(limit)
+        queries = []
+        if direction in (OUT, BOTH):
+            queries.append("MATCH (a:Node {id: $id})-[f:Fact]->(b:Node) WHERE f.rel = $rel "
+                           "RETURN b.id, b.name, b.kind, b.value LIMIT $limit")
+        if direction in (IN, BOTH):
+            queries.append("MATCH (a:Node {id: $id})<-[f:Fact]-(b:Node) WHERE f.rel = $rel "
+                           "RETURN b.id, b.name, b.kind, b.value LIMIT $limit")
+
+        def run() -> list:
+            rows: list = []
+            for query in queries:
+                rows.extend(self._run(query, {"id": entity, "rel": relation, "limit": limit - len(rows)}))
+                if len(rows) >= limit:
+                    break
+            return rows
+
+        rows = self._logged("neighbors", {"entity": entity, "relation": relation, "direction": direction}, run)
+        return [_node(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def triples(self, entity: str, limit: int | None = None, relation_filter: Iterable[str] = ()) -> list[Triple]:
+        """Facts incident to ``entity`` in both directions, with names, in graph orientation."""
+        limit = NO_LIMIT if limit is None else int(limit)
+        excluded = sorted(set(relation_filter))
+        params = {"id": entity, "limit": limit, "excluded": excluded}
+
+        def run() -> list:
+            out_rows = self._run(
+                "MATCH (a:Node {id: $id})-[f:Fact]->(b:Node) WHERE NOT list_contains($excluded, f.rel) "
+                "RETURN a.id, a.name, a.kind, a.value, f.rel, b.id, b.name, b.kind, b.value LIMIT $limit", params)
+            in_rows = self._run(
+                "MATCH (a:Node {id: $id})<-[f:Fact]-(b:Node) WHERE NOT list_contains($excluded, f.rel) "
+                "RETURN b.id, b.name, b.kind, b.value, f.rel, a.id, a.name, a.kind, a.value LIMIT $limit",
+                {**params, "limit": max(0, limit - len(out_rows))})
+            return out_rows + in_rows
+
+        rows = self._logged("triples", {"entity": entity}, run)
+        return [Triple(_node(*r[0:4]), r[4], _node(*r[5:9])) for r in rows]
+
+    def find(self, label: str) -> list[Node]:
+        """Nodes whose name or alias is ``label`` (case and spacing ignored), or whose id is ``label``."""
+        rows = self._logged("find", {"label": label}, lambda: self._run(
+            "MATCH (l:Label {id: $key})-[:Names]->(n:Node) RETURN DISTINCT n.id, n.name, n.kind, n.value",
+            {"key": schema.normalise_label(label)}))
+        nodes = [_node(*r) for r in rows]
+        if not any(n.id == label for n in nodes):
+            by_id = self._run("MATCH (n:Node {id: $id}) RETURN n.id, n.name, n.kind, n.value", {"id": label})
+            nodes = [_node(*r) for r in by_id] + nodes
+        return nodes
+
+    def steps(self, entity: str, hop_cvt: bool = True, limit: int | None = None,
+              relation_filter: Iterable[str] = ()) -> list[Path]:
+        """One-step moves from ``entity``: single facts, and with ``hop_cvt`` two-fact moves through
+        an unnamed mediator, so ``person —spouse_s→ (marriage) —spouse→ person`` is one move.
+
+        A fact that ends in a CVT is replaced by the moves through it.
+        """
+        excluded = set(relation_filter)
+        moves: list[Path] = []
+        for triple in self.triples(entity, limit=limit, relation_filter=excluded):
+            step = Step(triple, forward=triple.head.id == entity)
+            if hop_cvt and step.target.kind == CVT:
+                for onward in self.triples(step.target.id, limit=limit, relation_filter=excluded):
+                    second = Step(onward, forward=onward.head.id == step.target.id)
+                    if second.target.id != entity:
+                        moves.append(Path((step, second)))
+            else:
+                moves.append(Path((step,)))
+        return moves
+
+    def paths(self, source: str, target: str, max_hops: int = 3, limit: int = 100) -> list[Path]:
+        """Relation paths between two nodes of at most ``max_hops`` facts, walked in either direction.
+
+        Shortest first; no node is visited twice. ``max_hops`` is validated as an integer
+        (Kùzu takes recursion bounds only as literals).
+        """
+        hops = int(max_hops)
+        if not 1 <= hops <= 6:
+            raise ValueError("max_hops must be between 1 and 6")
+        query = (f"MATCH p = (a:Node {{id: $s}})-[f:Fact* ACYCLIC 1..{hops}]-(b:Node {{id: $t}}) "
+                 "RETURN rels(p), nodes(p) ORDER BY length(p) LIMIT $limit")
+        rows = self._logged("paths", {"source": source, "target": target, "max_hops": hops},
+                            lambda: self._run(query, {"s": source, "t": target, "limit": int(limit)}))
+        return [_path_from_row(rels, nodes) for rels, nodes in rows]
+
+    def subgraph(self, seeds: Sequence[str], hops: int = 2, relation_filter: Callable[[str], bool] | Iterable[str] | None = None,
+                 max_per_node: int = 200) -> Subgraph:
+        """Facts within ``hops`` of ``seeds`` (breadth first, both directions).
+
+        ``relation_filter`` keeps a relation when it is a callable returning True, or drops the
+        relations it lists when it is a collection. ``max_per_node`` caps what one node
+        contributes, so a hub does not swamp the result.
+        """
+        if relation_filter is None:
+            keep: Callable[[str], bool] = lambda rel: True
+        elif callable(relation_filter):
+            keep = relation_filter
+        else:
+            dropped = set(relation_filter)
+            keep = lambda rel: rel not in dropped
+        distance = {seed: 0 for seed in seeds}
+        frontier = list(dict.fromkeys(seeds))
+        found: dict[tuple[str, str, str], Triple] = {}
+        for depth in range(1, int(hops) + 1):
+            next_frontier: list[str] = []
+            for entity in frontier:
+                for triple in self.triples(entity, limit=max_per_node):
+                    if not keep(triple.relation):
+                        continue
+                    found.setdefault((triple.head.id, triple.relation, triple.tail.id), triple)
+                    for end in (triple.head.id, triple.tail.id):
+                        if end not in distance:
+                            distance[end] = depth
+                            next_frontier.append(end)
+            frontier = next_frontier
+        return Subgraph(tuple(found.values()), distance)
+
+    def stats(self) -> Stats:
+        """Counts of entities, CVTs, literals, facts, relations and labels."""
+        kinds = dict(self._run("MATCH (n:Node) RETURN n.kind, count(*)"))
+        facts = self._run("MATCH ()-[f:Fact]->() RETURN count(*)")[0][0]
+        relations = self._run("MATCH (r:Relation) RETURN count(*)")[0][0]
+        labels = self._run("MATCH (l:Label) RETURN count(*)")[0][0]
+        return Stats(int(kinds.get("entity", 0)), int(kinds.get(CVT, 0)), int(kinds.get(LITERAL, 0)),
+                     int(facts), int(relations), int(labels))
+
+    def relation_catalogue(self) -> list[tuple[str, str, str, int]]:
+        """Every relation as (id, label, description, fact count), most used first."""
+        rows = self._run("MATCH (r:Relation) RETURN r.id, r.label, r.description, r.facts ORDER BY r.facts DESC, r.id")
+        return [(r[0], r[1] or r[0], r[2] or "", int(r[3] or 0)) for r in rows]
+
+    def iter_nodes(self, kinds: Sequence[str] = ("entity",), batch: int = 50_000) -> Iterable[list[NodeRecord]]:
+        """All nodes of the given kinds, in batches, in insertion order (for index building)."""
+        skip = 0
+        while True:
+            rows = self._run(
+                "MATCH (n:Node) WHERE list_contains($kinds, n.kind) RETURN n.id, n.name, n.kind, n.aliases, "
+                "n.description, n.types, n.value, n.datatype, n.lang SKIP $skip LIMIT $limit",
+                {"kinds": list(kinds), "skip": skip, "limit": batch})
+            if not rows:
+                return
+            yield [NodeRecord(r[0], r[1] or "", r[2], tuple(r[3] or ()), r[4] or "", tuple(r[5] or ()),
+                              r[6] or "", r[7] or "", r[8] or "") for r in rows]
+            skip += len(rows)
+
+    # ------------------------------------------------------------------ writing
+    def writer(self) -> "GraphWriter":
+        """A bulk writer that appends and deduplicates (see ``localkg.store.writer``)."""
+        from localkg.store.writer import GraphWriter
+
+        return GraphWriter(self)
+
+    def add_triples(self, triples: Iterable[tuple[str, str, str]]) -> None:
+        """Add name-only triples (the simple path; loaders use :meth:`writer` for bulk)."""
+        from localkg.store.writer import FactBatch
+
+        with self.writer() as writer:
+            batch = FactBatch()
+            for head, relation, tail in triples:
+                batch.add_fact(head, relation, tail)
+                batch.add_entity(head, name=head)
+                batch.add_entity(tail, name=tail)
+            writer.write(batch)
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
+
+
+def _node(node_id: str, name: str | None, kind: str | None, value: str | None = None) -> Node:
+    kind = kind or "entity"
+    return Node(node_id, name or (value or "" if kind == LITERAL else ""), kind)
+
+
+def _node_from_struct(struct: dict[str, Any]) -> Node:
+    return _node(struct["id"], struct.get("name"), struct.get("kind"), struct.get("value"))
+
+
+def _path_from_row(rels: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Path:
+    by_internal = {(n["_id"]["table"], n["_id"]["offset"]): _node_from_struct(n) for n in nodes}
+    steps = []
+    for position, rel in enumerate(rels):
+        here = nodes[position]["_id"]
+        src = (rel["_src"]["table"], rel["_src"]["offset"])
+        dst = (rel["_dst"]["table"], rel["_dst"]["offset"])
+        triple = Triple(by_internal[src], rel["rel"], by_internal[dst])
+        steps.append(Step(triple, forward=src == (here["table"], here["offset"])))
+    return Path(tuple(steps))

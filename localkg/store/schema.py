@@ -1,0 +1,50 @@
+"""The Kùzu schema of a localkg database, and the layout of its directory.
+
+A localkg database is a directory::
+
+    DB/
+      graph.kuzu        the Kùzu database (nodes, facts, relation catalogue)
+      manifest.json     format version and load generation (indexes compare it)
+      keys/             hash sets used to deduplicate appends (keyset.py)
+      rejects.tsv       malformed input lines, with file, line number and reason
+      indexes/          FAISS indexes over entity and relation embeddings
+
+One node table holds every node (entities, CVT mediators and literals) and
+one relationship table every fact, with the relation id as a property: one
+table per predicate breaks Kùzu at thousands of predicates (kuzu#4943) and
+makes untyped traversals slow. ``HasRel`` summarises, per node, which
+relations it has in which direction and how many, so listing a hub's
+relations reads a few summary rows instead of scanning all its edges.
+``Label`` keys normalised names and aliases, because Kùzu indexes only
+primary keys and exact-name lookup must not scan every node.
+"""
+from __future__ import annotations
+
+FORMAT_VERSION = 1
+GRAPH_FILE = "graph.kuzu"
+MANIFEST_FILE = "manifest.json"
+KEYS_DIR = "keys"
+REJECTS_FILE = "rejects.tsv"
+INDEXES_DIR = "indexes"
+STAGING_DIR = "staging"
+
+DDL = (
+    "CREATE NODE TABLE Node(id STRING, name STRING, kind STRING, aliases STRING[], "
+    "description STRING, types STRING[], value STRING, datatype STRING, lang STRING, PRIMARY KEY(id))",
+    "CREATE NODE TABLE Relation(id STRING, label STRING, description STRING, facts INT64, PRIMARY KEY(id))",
+    "CREATE NODE TABLE Label(id STRING, PRIMARY KEY(id))",
+    "CREATE REL TABLE Fact(FROM Node TO Node, rel STRING)",
+    "CREATE REL TABLE HasRel(FROM Node TO Relation, dir STRING, n INT64)",
+    "CREATE REL TABLE Names(FROM Label TO Node, how STRING)",
+)
+
+NODE_COLUMNS = ("id", "name", "kind", "aliases", "description", "types", "value", "datatype", "lang")
+
+
+def normalise_label(text: str) -> str:
+    """The key under which a name or alias is found: case-folded, whitespace collapsed.
+
+    >>> normalise_label("  Ginger   ROGERS ")
+    'ginger rogers'
+    """
+    return " ".join(text.casefold().split())
