@@ -212,17 +212,31 @@ def read_pathquestion(path: Path) -> Iterator[Question]:
     someone's children); every member of the set is a correct answer. The topic entity is the
     first element of the gold path; the hop count is the number of relations on it."""
     for number, (text, answer, gold_path) in _tab_lines(path, 3):
-        match = re.fullmatch(r"(.*)\((.*)\)", answer.strip())
-        if match is None:
+        named, answer_set = _split_answer_field(answer.strip())
+        if answer_set is None:
             raise DatasetError(f"{path}:{number}: answer field {answer!r} is not answer(a1/a2/)")
         elements = gold_path.strip().split("#")
         if "<end>" in elements:
             elements = elements[:elements.index("<end>")]
         relations = elements[1::2]
         yield Question(id=f"{path.stem}:{number}", text=text.strip(),
-                       answers=_singletons([match.group(1), *match.group(2).split("/")]),
+                       answers=_singletons([named, *answer_set]),
                        topic_entities=[elements[0]], hop=len(relations),
                        meta={"relation_path": relations})
+
+
+def _split_answer_field(field: str) -> tuple[str, list[str] | None]:
+    """``PG_(USA)(PG_(USA)/)`` → (``PG_(USA)``, [``PG_(USA)``]): names may hold parentheses, so the
+    split is the one whose named answer is a member of the set (else the last ``(``)."""
+    if not field.endswith(")"):
+        return field, None
+    splits = []
+    for position in (i for i, ch in enumerate(field) if ch == "("):
+        named, members = field[:position], [m for m in field[position + 1:-1].split("/") if m]
+        if named in members:
+            return named, members
+        splits.append((named, members))
+    return splits[-1] if splits else (field, None)
 
 
 def read_worldcup(path: Path) -> Iterator[Question]:
