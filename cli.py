@@ -98,3 +98,134 @@ def query(db: Path, cypher: str, params: tuple[str, ...], as_json: bool) -> None
 @main.group()
 def load() -> None:
     """Load triples, a Freebase dump or a Wikidata dump into a database."""
+
+
+# ---------------------------------------------------------------- evaluation (helper "eval")
+class _RunByDefaultGroup(click.Group):
+    """A group whose first argument, when it is not a subcommand, goes to ``run``: so
+    ``localkg eval QUESTIONS --db DB`` runs an evaluation and ``localkg eval compare DIR...``
+    compares runs (a questions file literally named ``compare`` needs ``localkg eval run compare``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@main.group("eval", cls=_RunByDefaultGroup)
+def eval_group() -> None:
+    """Evaluate a reasoner on a questions file (`localkg eval QUESTIONS --db DB --reasoner NAME`),
+    or compare finished runs (`localkg eval compare DIR...`). Metric: docs/metrics.md."""
+
+
+@eval_group.command("run")
+@click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--db", "db", type=click.Path(path_type=Path),
+              help="Database directory (not needed for per-question-subgraph files, --format rog).")
+@click.option("--reasoner", default="embed-path", show_default=True, help="Registered reasoner name.")
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(["auto", "metaqa", "pathquestion", "worldcup", "tog", "rog", "mintaka",
+                                 "simplequestions", "jsonl"]), help="Questions file format.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N (selected) questions.")
+@click.option("--sample", type=click.IntRange(min=1), help="A seeded random sample of N questions.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the sample and of the LLM.")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (default: eval-runs/<reasoner>-<questions file>).")
+@click.option("--resume", is_flag=True, help="Continue the run in --out, skipping answered questions.")
+@click.option("--model", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="GGUF model file (default: the bundled model, or LOCALKG_MODEL).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Reasoner setting (repeatable).")
+@friendly_errors
+def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: int | None, sample: int | None,
+             seed: int, out: Path | None, resume: bool, model: Path | None, settings: tuple[str, ...]) -> None:
+    """Run REASONER over QUESTIONS; write predictions.jsonl, summary.json and report.md into --out."""
+    from localkg.evaluation.harness import EvalConfig, run_eval
+
+    parsed = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {setting!r}", param_hint="--set")
+        parsed[key.strip()] = value.strip()
+    out = out or Path("eval-runs") / f"{reasoner}-{questions.parent.name}-{questions.stem}"
+    config = EvalConfig(questions=str(questions), reasoner=reasoner, out=str(out), db=str(db) if db else None,
+                        format=fmt, limit=limit, sample=sample, seed=seed, settings=parsed,
+                        model=str(model) if model else None)
+    summary = run_eval(config, resume=resume)
+    headline = {k: v for k, v in summary.items() if k != "breakdowns"}
+    echo_json(headline)
+    click.echo(f"report: {out / 'report.md'}", err=True)
+
+
+@eval_group.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", "out", default=".", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for compare.md and compare.png.")
+@friendly_errors
+def eval_compare(runs: tuple[Path, ...], out: Path) -> None:
+    """One table and plot across finished runs (accuracy vs LLM calls and tokens)."""
+    from localkg.evaluation.report import compare_runs
+
+    click.echo(compare_runs(runs, out))
+
+
+def print_load_summary(summary: Any, as_json: bool) -> None:
+    """Print a loader's summary dataclass (``to_json()``) as a table or JSON."""
+    data = summary.to_json()
+    if as_json:
+        echo_json(data)
+        return
+    for key, value in data.items():
+        if isinstance(value, dict):
+            for reason, count in value.items():
+                click.echo(f"{'':>20}  {count:>10,}  {reason}")
+        elif isinstance(value, float):
+            click.echo(f"{key:>20}: {value:.1f}")
+        elif value != "":
+            click.echo(f"{key:>20}: {value:,}" if isinstance(value, int) else f"{key:>20}: {value}")
+
+
+@load.command("triples")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option(must_exist=False)
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(["auto", "tsv", "csv", "psv", "nt", "ttl", "jsonl"]), help="Input format.")
+@click.option("--names", type=click.Path(path_type=Path), help="id<TAB>name file (e.g. FB15k-237 entity2text.txt).")
+@click.option("--max-rejects", type=int, default=None, help="Fail when more lines than this are rejected.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@friendly_errors
+def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Path | None, max_rejects: int | None,
+                         as_json: bool) -> None:
+    """Load custom triple files (appends to DB and deduplicates).
+
+    Formats: tsv/csv/psv (head, relation, tail), N-Triples and Turtle (parsed
+    with pyoxigraph), JSONL objects {"head","relation","tail"}; gzip and bzip2
+    are read transparently. Malformed lines go to DB/rejects.tsv.
+    """
+    from localkg.loaders.triples import load_triples
+    from localkg.store import KG
+
+    with KG.open(db, create=True) as kg:
+        summary = load_triples(kg, paths, format=fmt, names=names, max_rejects=max_rejects)
+    print_load_summary(summary, as_json)
+
+
+# ---------------------------------------------------------------- demo
+@main.command()
+@click.option("--db", "db", type=click.Path(path_type=Path), default=None,
+              help="Where to build the demo database (default: the user cache directory).")
+@click.option("--question", default=None, help="Ask this instead of the demo question.")
+@friendly_errors
+def demo(db: Path | None, question: str | None) -> None:
+    """Build the bundled movie graph (first use) and answer a question with its evidence."""
+    from localkg.demo import DEMO_QUESTION, DEMO_TOPIC, ensure_demo_db
+    from localkg.store import KG
+
+    path = ensure_demo_db(db, progress=True)
+    with KG.open(path) as kg:
+        counts = kg.stats()
+        click.echo(f"demo graph at {path}: {counts.entities:,} entities, {counts.facts:,} facts")
+        asked = question or DEMO_QUESTION
+        click.echo(f"question: {asked}")
+        for path_found in kg.paths(DEMO_TOPIC, "Mark Sandrich", max_hops=2, limit=3):
+            click.echo(f"  {path_found}")

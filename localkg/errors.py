@@ -32,6 +32,10 @@ class TooManyRejectsError(LoadError):
     """More lines were rejected than ``--max-rejects`` allows."""
 
 
+class ResumeError(LoadError):
+    """``--resume`` found a checkpoint that belongs to another load (other files or options)."""
+
+
 class UnknownEntityError(LocalKGError):
     """An entity id that is not in the store was asked for."""
 
@@ -50,3 +54,27 @@ class StaleIndexError(LocalKGError):
 
 class ModelNotFoundError(LocalKGError):
     """No model file at the given path, and no bundled model installed."""
+
+
+class ModelChecksumError(LocalKGError):
+    """An assembled model file does not have the SHA-256 it should have (a damaged or partial file)."""
+
+
+class PromptTooLongError(LocalKGError):
+    """A prompt plus its output budget does not fit the model's context window.
+
+    Callers shrink the prompt with ``LLM.fit_options`` (dropping the lowest-ranked
+    candidates) or pass a larger ``n_ctx``; the runtime never truncates silently.
+    """
+
+
+class UnsupportedSchemaError(LocalKGError):
+    """A JSON schema uses a construct whose output length the LLM runtime cannot bound."""
+
+
+class DatasetError(LocalKGError):
+    """A questions file could not be read: unknown format, or a malformed line or record."""
+
+
+class EvaluationError(LocalKGError):
+    """An evaluation run cannot start or continue (its output folder holds another run, say)."""

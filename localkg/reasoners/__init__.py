@@ -8,3 +8,4 @@ from localkg.reasoners.base import REGISTRY, Answer, Context, Reasoner, Result, 
 __all__ = ["REGISTRY", "Answer", "Context", "Reasoner", "Result", "get_reasoner", "register"]
 
 # One import per reasoner module (each registers itself).
+from localkg.reasoners import baselines  # noqa: E402,F401  (io, cot, embed-path)

@@ -219,7 +219,7 @@ class KG:
         _check_direction(direction)
         rows = self._logged("relations", {"entity": entity, "direction": direction}, lambda: self._run(
             "MATCH (n:Node {id: $id})-[h:HasRel]->(r:Relation) WHERE $dir = 'both' OR h.dir = $dir "
-            "RETURN r.id, r.label, h.dir, h.n ORDER BY h.n DESC, r.id, h.dir",
+            "RETURN r.id, r.label, h.dir, sum(h.n) AS n ORDER BY n DESC, r.id, h.dir",
             {"id": entity, "dir": direction},
         ))
         if not rows and not self.has_node(entity):

@@ -1,0 +1,156 @@
+"""A line-at-a-time N-Triples parser built for dump scale and for telling damage apart.
+
+Dumps have billions of lines, so the common case must cost a ``split`` and a
+few string checks: Freebase writes ``<s>\\t<p>\\t<o>\\t.`` and Wikidata's
+truthy dump ``<s> <p> <o> .``, and a line without backslashes in its
+literal needs no unescaping. Everything else (other spacing, tabs inside
+literals, escapes) takes a regular-expression path. A line that is not a
+triple raises :class:`BadLine` whose message is the reason that lands in the
+rejects file: ``truncated line``, ``missing terminator``, ``bad escape``,
+``malformed IRI`` and so on, so a user can see what kind of damage a file has.
+
+Terms come back as plain strings: an IRI without its angle brackets, a blank
+node as ``_:label``, and a literal as :class:`Literal` (value unescaped,
+datatype IRI or ``""``, language tag or ``""``).
+
+>>> parse_triple('<http://a>\\t<http://p>\\t"Paris"@fr\\t.')
+('http://a', 'http://p', Literal(value='Paris', datatype='', lang='fr'))
+>>> parse_triple('<http://a> <http://p> <http://b> .')
+('http://a', 'http://p', 'http://b')
+>>> try:
+...     parse_triple('<http://a>\\t<http://p>\\t<http://b>')
+... except BadLine as error:
+...     print(error)
+missing terminator
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+
+class BadLine(ValueError):
+    """A line that is not one N-Triples statement; the message is the reason."""
+
+
+class Literal(NamedTuple):
+    value: str
+    datatype: str = ""
+    lang: str = ""
+
+
+_ESCAPE = re.compile(r"\\(?:([tbnrf\"'\\])|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))|\\")
+_SIMPLE_ESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+_LANG = re.compile(r"[A-Za-z]+(?:-[A-Za-z0-9]+)*")
+_IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`]')
+# One term at the start of the text: IRI, blank node or literal (with its suffix).
+_TERM = re.compile(
+    r'<[^>\s]*>'
+    r'|_:[A-Za-z0-9_][^\s]*?(?=[\s.]*$|\s)'
+    r'|"(?:[^"\\\n\r]|\\.)*"(?:@[A-Za-z]+(?:-[A-Za-z0-9]+)*|\^\^<[^>\s]*>)?'
+)
+_GAP = re.compile(r"[ \t]*")
+
+
+def unescape(text: str) -> str:
+    """Resolve N-Triples escapes (``\\t``, ``\\"``, ``\\uXXXX`` …); a stray backslash is a bad escape."""
+    if "\\" not in text:
+        return text
+
+    def replace(match: re.Match) -> str:
+        simple, short, long = match.groups()
+        if simple:
+            return _SIMPLE_ESCAPES[simple]
+        code = int(short or long or "-1", 16)
+        if not 0 <= code <= 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+            raise BadLine("bad escape")
+        return chr(code)
+
+    return _ESCAPE.sub(replace, text)
+
+
+def _iri(term: str) -> str:
+    if len(term) < 2 or term[0] != "<" or term[-1] != ">":
+        if term.startswith("_:") and len(term) > 2:
+            return term
+        raise BadLine("malformed term" if term else "truncated line")
+    iri = term[1:-1]
+    if "\\" in iri:
+        iri = unescape(iri)
+    if _IRI_FORBIDDEN.search(iri):
+        raise BadLine("malformed IRI")
+    return iri
+
+
+def _literal(term: str) -> Literal:
+    close = term.rfind('"')
+    if close <= 0:
+        raise BadLine("truncated line")
+    lexical, suffix = term[1:close], term[close + 1:]
+    if '"' in lexical or "\\" in lexical:
+        if re.fullmatch(r'(?:[^"\\]|\\.)*', lexical, re.S) is None:
+            raise BadLine("bad escape" if "\\" in lexical else "unescaped quote in literal")
+        lexical = unescape(lexical)
+    if not suffix:
+        return Literal(lexical)
+    if suffix[0] == "@":
+        lang = suffix[1:]
+        if not _LANG.fullmatch(lang):
+            raise BadLine("malformed language tag")
+        return Literal(lexical, "", lang)
+    if suffix.startswith("^^<") and suffix.endswith(">"):
+        return Literal(lexical, _iri(suffix[2:]), "")
+    raise BadLine("malformed literal suffix")
+
+
+def _object(term: str) -> str | Literal:
+    if term[:1] == '"':
+        return _literal(term)
+    return _iri(term)
+
+
+def parse_triple(line: str) -> tuple[str, str, str | Literal]:
+    """Parse one line (without its newline) into (subject, predicate, object)."""
+    parts = line.split("\t")
+    if len(parts) == 4 and parts[3] == ".":
+        return _iri(parts[0]), _iri(parts[1]), _object(parts[2])
+    parts = line.split(" ")
+    if len(parts) == 4 and parts[3] == ".":
+        return _iri(parts[0]), _iri(parts[1]), _object(parts[2])
+    return _parse_general(line)
+
+
+def _parse_general(line: str) -> tuple[str, str, str | Literal]:
+    """The slow path: any spacing, literals with spaces or tabs; diagnoses what is wrong."""
+    if not line.strip():
+        raise BadLine("blank line")
+    terms: list[str] = []
+    position = _GAP.match(line).end()
+    while len(terms) < 3:
+        if position >= len(line):
+            raise BadLine("truncated line")
+        match = _TERM.match(line, position)
+        if match is None:
+            raise BadLine(_diagnose(line[position:]))
+        terms.append(match.group())
+        position = _GAP.match(line, match.end()).end()
+        if len(terms) < 3 and position == match.end() and position < len(line):
+            raise BadLine("malformed term")
+    rest = line[position:].rstrip()
+    if not rest:
+        raise BadLine("missing terminator")
+    if rest[0] != "." or (rest[1:].strip() and not rest[1:].strip().startswith("#")):
+        raise BadLine("text after the object")
+    return _iri(terms[0]), _iri(terms[1]), _object(terms[2])
+
+
+def _diagnose(text: str) -> str:
+    """Why no term starts here: cut off, a bad escape, or something else."""
+    if text[0] == "<":
+        return "truncated line" if ">" not in text else "malformed IRI"
+    if text[0] == '"':
+        body = text[1:]
+        if re.match(r'(?:[^"\\\n\r]|\\.)*"', body) is None:
+            return "truncated line"
+        return "malformed literal suffix"
+    return "malformed term"

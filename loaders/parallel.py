@@ -1,0 +1,355 @@
+"""The dump-load engine: chunks of lines parsed in worker processes, written in order, checkpointed.
+
+Full Freebase is 3.1 billion lines and Wikidata 100 million entities, so one
+load must use every core, hold bounded memory and survive interruption:
+
+* the main process decompresses each file and cuts it into chunks of whole
+  lines (``CHUNK_BYTES`` of text; a format may move the cut, Freebase keeps a
+  subject's lines together);
+* worker processes (``spawn``, so no Kùzu thread is ever forked) turn chunks
+  into :class:`FactBatch` objects plus counts and rejects; at most two chunks
+  per worker are in flight, so memory does not grow with the file;
+* the main process writes the results in file order through the store's
+  :class:`GraphWriter` (one transaction per chunk), records rejects, and saves
+  a checkpoint (``checkpoint.py``) after each commit, so ``resume=True``
+  continues where the last commit ended;
+* a progress bar shows compressed bytes read (the ETA), lines and lines/s.
+
+A truncated or corrupt compressed file stops the load with
+:class:`LoadError` after every complete line before the damage has been
+parsed and written. Ctrl-C rolls back the chunk being written; what was
+committed and checkpointed stays.
+
+Formats (``freebase.py``, ``wikidata.py``) implement :class:`DumpFormat`:
+``parse`` runs in workers and must be picklable; ``absorb`` and ``finish``
+run in the main process.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+import zlib
+from collections import Counter, deque
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from localkg.errors import LoadError
+from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity
+from localkg.loaders.rejects import RejectLog
+from localkg.loaders.sources import compressed_position, open_binary
+from localkg.store.writer import FactBatch, WriteCounts
+
+CHUNK_BYTES = 16 << 20
+READ_BYTES = 1 << 20
+IN_FLIGHT_PER_WORKER = 2
+_DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, ValueError)
+
+
+@dataclass
+class Chunk:
+    """Whole lines of one file, with where they start and end (``data`` is empty once dispatched)."""
+
+    file: int
+    number: int
+    first_line: int
+    data: bytes
+    end_offset: int
+    end_line: int
+    compressed: int
+
+
+@dataclass
+class ChunkResult:
+    """What a worker made of one chunk."""
+
+    batch: FactBatch
+    lines: int = 0
+    attributes: int = 0
+    filtered: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    details: Counter = field(default_factory=Counter)
+    rejects: list[tuple[int, str, str | bytes]] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def reject(self, line_number: int, reason: str, raw: str | bytes) -> None:
+        self.rejects.append((line_number, reason, raw))
+
+
+class DumpFormat:
+    """A dump format: how to cut, parse and finish. Subclasses are picklable dataclasses."""
+
+    name = "dump"
+
+    def options(self) -> dict[str, Any]:
+        """The options that make two loads the same load (saved with the checkpoint)."""
+        raise NotImplementedError
+
+    def cut(self, data: bytearray) -> int:
+        """Where a chunk ends in ``data``: after the last newline (0: no whole line yet)."""
+        return cut_after_last_line(data)
+
+    def parse(self, chunk: Chunk) -> ChunkResult:
+        raise NotImplementedError
+
+    def absorb(self, result: ChunkResult, state: dict[str, Any]) -> bool:
+        """Fold a chunk's format state into the load's (main process); True if it changed."""
+        return False
+
+    def finish(self, kg: Any, writer: Any, state: dict[str, Any]) -> dict[str, int]:
+        """Work that needs the whole input (main process, after the last chunk); returns details."""
+        return {}
+
+
+@dataclass
+class LoadReport:
+    """What a dump load did. For line formats: ``lines_read = facts_loaded + duplicates +
+    attributes + filtered + skipped + rejected`` (wikidata.py says how entities count)."""
+
+    format: str
+    files: list[str]
+    lines_read: int = 0
+    facts_loaded: int = 0
+    duplicates: int = 0
+    attributes: int = 0
+    filtered: int = 0
+    skipped: int = 0
+    rejected: int = 0
+    nodes_added: int = 0
+    filtered_by_reason: dict[str, int] = field(default_factory=dict)
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    rejected_by_reason: dict[str, int] = field(default_factory=dict)
+    details: dict[str, int] = field(default_factory=dict)
+    chunks: int = 0
+    resumed: bool = False
+    complete: bool = False
+    seconds: float = 0.0
+    rejects_file: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LoadReport":
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def add(self, result: ChunkResult, counts: WriteCounts) -> None:
+        self.chunks += 1
+        self.lines_read += result.lines
+        self.facts_loaded += counts.facts_added
+        self.duplicates += counts.duplicates
+        self.nodes_added += counts.nodes_added
+        self.attributes += result.attributes
+        for total, by_reason, counter in (("filtered", self.filtered_by_reason, result.filtered),
+                                          ("skipped", self.skipped_by_reason, result.skipped),
+                                          ("rejected", self.rejected_by_reason,
+                                           Counter(reason for _, reason, _ in result.rejects))):
+            for reason, count in counter.items():
+                by_reason[reason] = by_reason.get(reason, 0) + count
+                setattr(self, total, getattr(self, total) + count)
+        for key, count in result.details.items():
+            self.details[key] = self.details.get(key, 0) + count
+
+
+def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, line)`` for the chunk's usable lines; count them; reject blank lines
+    and (with ``decode``) invalid UTF-8. Lines come without their line break."""
+    data = chunk.data
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    result.lines += len(raw_lines)
+    number = chunk.first_line
+    if decode:
+        try:
+            lines: list[Any] = data.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            lines = [_decode_or_none(raw) for raw in raw_lines]
+    else:
+        lines = raw_lines
+    for index in range(len(raw_lines)):
+        line = lines[index]
+        if line is None:
+            result.reject(number + index, "invalid UTF-8", raw_lines[index])
+            continue
+        if line[-1:] in ("\r", b"\r"):
+            line = line[:-1]
+        if not line:
+            result.reject(number + index, "blank line", "")
+            continue
+        yield number + index, line
+
+
+def _decode_or_none(raw: bytes) -> str | None:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------- reading
+def cut_after_last_line(data: bytearray) -> int:
+    return data.rfind(b"\n") + 1
+
+
+def iter_chunks(paths: Sequence[Path], start: Position, chunk_bytes: int,
+                cut: Callable[[bytearray], int] = cut_after_last_line) -> Iterator[Chunk]:
+    """Whole-line chunks of ``paths`` from ``start``; damage raises LoadError after the lines before it."""
+    done_compressed = sum(Path(p).stat().st_size for p in paths[:start.file])
+    number = start.chunk
+    for index in range(start.file, len(paths)):
+        path = Path(paths[index])
+        offset, line = (start.offset, start.line) if index == start.file else (0, 0)
+        buffer = bytearray()
+        with open_binary(path) as handle:
+            try:
+                if offset:
+                    handle.seek(offset)
+                while True:
+                    piece = handle.read(READ_BYTES)
+                    if piece:
+                        buffer += piece
+                    if len(buffer) < chunk_bytes and piece:
+                        continue
+                    end = len(buffer) if not piece else cut(buffer)
+                    if end:
+                        data = bytes(buffer[:end])
+                        del buffer[:end]
+                        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+                        yield Chunk(index, number, line + 1, data, offset + end, line + lines,
+                                    done_compressed + compressed_position(handle))
+                        number, offset, line = number + 1, offset + end, line + lines
+                    if not piece:
+                        break
+            except _DECOMPRESSION_ERRORS as error:
+                end = buffer.rfind(b"\n") + 1
+                if end:
+                    data = bytes(buffer[:end])
+                    lines = data.count(b"\n")
+                    yield Chunk(index, number, line + 1, data, offset + end, line + lines,
+                                done_compressed + compressed_position(handle))
+                    line += lines
+                raise LoadError(f"{path}: the file is truncated or corrupt after line {line} ({error}); "
+                                "every complete line before it was loaded") from None
+        done_compressed += path.stat().st_size
+
+
+# ---------------------------------------------------------------- parsing in workers
+_WORKER_FORMAT: DumpFormat | None = None
+
+
+def _start_worker(fmt: DumpFormat) -> None:
+    global _WORKER_FORMAT
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and stops the pool
+    _WORKER_FORMAT = fmt
+
+
+def _parse_in_worker(chunk: Chunk) -> ChunkResult:
+    assert _WORKER_FORMAT is not None
+    return _WORKER_FORMAT.parse(chunk)
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> Iterator[tuple[Chunk, ChunkResult]]:
+    """Parse chunks (in ``workers`` processes, or here when 0) and yield results in input order.
+
+    A LoadError from reading is raised only after the chunks read before it have been yielded.
+    """
+    if workers <= 0:
+        for chunk in chunks:
+            yield replace(chunk, data=b""), fmt.parse(chunk)
+        return
+    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_start_worker, initargs=(fmt,))
+    pending: deque = deque()
+    failure: LoadError | None = None
+    try:
+        try:
+            for chunk in chunks:
+                pending.append((replace(chunk, data=b""), pool.apply_async(_parse_in_worker, (chunk,))))
+                del chunk
+                if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
+                    meta, job = pending.popleft()
+                    yield meta, job.get()
+        except LoadError as error:
+            failure = error
+        while pending:
+            meta, job = pending.popleft()
+            yield meta, job.get()
+        if failure is not None:
+            raise failure
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+# ---------------------------------------------------------------- the load
+def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: bool = False,
+              workers: int | None = None, max_rejects: int | None = None, progress: bool = True,
+              chunk_bytes: int | None = None) -> LoadReport:
+    """Load dump files into ``kg`` with ``fmt``; see the module docstring."""
+    from tqdm import tqdm
+
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        if not path.is_file():
+            raise LoadError(f"cannot read {path}: no such file")
+    started = time.perf_counter()
+    store = CheckpointStore(kg.path, fmt.name)
+    identity = load_identity(paths, fmt.options())
+    checkpoint = store.resume_from(identity) if resume else None
+    if checkpoint is None:
+        checkpoint = Checkpoint(fmt.name, identity)
+        report = LoadReport(fmt.name, [str(p) for p in paths])
+    else:
+        report = LoadReport.from_json(checkpoint.report) if checkpoint.report else LoadReport(
+            fmt.name, [str(p) for p in paths])
+        report.resumed = True
+        if checkpoint.complete:
+            report.seconds = 0.0
+            return report
+    changed_before = report.facts_loaded > 0 or report.nodes_added > 0
+    workers = default_workers() if workers is None else max(0, int(workers))
+    rejects = RejectLog(kg.path, max_rejects)
+    total = sum(p.stat().st_size for p in paths)
+    bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=f"load {fmt.name}",
+               disable=not progress, smoothing=0.1)
+    lines_here = 0
+    try:
+        with kg.writer() as writer:
+            chunks = iter_chunks(paths, checkpoint.position, chunk_bytes or CHUNK_BYTES, fmt.cut)
+            for meta, result in parse_in_order(fmt, chunks, workers):
+                state_changed = fmt.absorb(result, checkpoint.state)
+                counts = writer.write(result.batch)
+                report.add(result, counts)
+                for number, reason, raw in result.rejects:
+                    rejects.reject(str(paths[meta.file]), number, reason, raw)
+                rejects.close()
+                checkpoint.position = Position(meta.file, meta.end_offset, meta.end_line, meta.number + 1)
+                checkpoint.report = report.to_json()
+                store.save(checkpoint, state_changed)
+                lines_here += result.lines
+                bar.update(max(0, meta.compressed - bar.n))
+                elapsed = time.perf_counter() - started
+                bar.set_postfix_str(f"{report.lines_read:,} lines, {lines_here / max(elapsed, 1e-9):,.0f} lines/s",
+                                    refresh=False)
+            report.details.update(fmt.finish(kg, writer, checkpoint.state))
+            changed_here = writer.totals.facts_added or writer.totals.nodes_added or writer.totals.nodes_updated
+        if not changed_here and (changed_before or report.details.get("cvt_nodes_marked")):
+            kg.update_manifest(generation=kg.generation + 1)  # a killed earlier run never bumped it
+        report.complete = True
+        checkpoint.complete = True
+    finally:
+        rejects.close()
+        bar.close()
+        report.seconds = round(time.perf_counter() - started, 3)
+        report.rejects_file = str(rejects.path) if report.rejected else ""
+        checkpoint.report = report.to_json()
+        if checkpoint.complete:
+            store.save(checkpoint, False)
+    return report

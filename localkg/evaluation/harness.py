@@ -1,0 +1,335 @@
+"""Run a reasoner over a questions file and score it: ``localkg eval``.
+
+One run writes into its output folder:
+
+``run.json``          what was run (questions, reasoner, settings, seed, sample, db, model path), so a
+                      ``--resume`` can refuse to mix two different runs in one folder
+``predictions.jsonl`` one line per question, appended and flushed as soon as it is answered, so a
+                      killed run loses at most the question it was on
+``summary.json``      the metric and the cost, overall and broken down (see :func:`summarise`)
+``report.md``         tables and plots (``localkg.evaluation.report``)
+
+Questions are picked deterministically (``--sample N --seed S`` draws N with a seeded
+generator, kept in file order; ``--limit N`` then keeps the first N), and the LLM is seeded
+with the same seed, so a run can be repeated and resumed.
+"""
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from tqdm import tqdm
+
+from localkg.errors import EvaluationError, LocalKGError
+from localkg.evaluation.datasets import Question, detect_format, read_questions
+from localkg.evaluation.metrics import Prediction, aggregate, distribution, score_question
+from localkg.reasoners.base import Context, Reasoner, Result, get_reasoner
+from localkg.store.kg import KG
+
+PREDICTIONS = "predictions.jsonl"
+SUMMARY = "summary.json"
+RUN = "run.json"
+COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "kg_queries", "seconds")
+
+
+@dataclass
+class EvalConfig:
+    """Everything that decides what a run computes (and so must match on ``--resume``)."""
+
+    questions: str
+    reasoner: str
+    out: str
+    db: str | None = None
+    format: str = "auto"
+    limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
+    settings: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that define the run (the output folder itself does not)."""
+        values = asdict(self)
+        values.pop("out")
+        values["questions"] = str(Path(self.questions).resolve())
+        values["db"] = str(Path(self.db).resolve()) if self.db else None
+        values["model"] = str(Path(self.model).resolve()) if self.model else None
+        return values
+
+
+class Services:
+    """The LLM and the relevance scorer, built once per run on first use and shared by every
+    question (and every scratch store of a per-question-subgraph dataset)."""
+
+    def __init__(self, model_path: str | None, seed: int):
+        self.model_path = model_path
+        self.seed = seed
+        self._llm: Any = None
+        self._scorer: Any = None
+
+    def llm(self) -> Any:
+        if self._llm is None:
+            from localkg.llm import LLM
+
+            self._llm = LLM(model_path=self.model_path, seed=self.seed)
+        return self._llm
+
+    def scorer(self) -> Any:
+        if self._scorer is None:
+            from localkg.indexes.scoring import RelevanceScorer
+
+            self._scorer = RelevanceScorer()
+        return self._scorer
+
+    @property
+    def model_name(self) -> str:
+        """The LLM's name once it has been used, else "none"."""
+        return self._llm.model_name if self._llm is not None else "none"
+
+    def context(self, kg: KG) -> Context:
+        return Context(kg, llm_factory=self.llm, scorer_factory=self.scorer)
+
+
+def select_questions(questions: Sequence[Question], sample: int | None, seed: int,
+                     limit: int | None) -> list[Question]:
+    """A seeded sample of ``sample`` questions in file order, then the first ``limit``."""
+    chosen = list(questions)
+    if sample is not None and sample < len(chosen):
+        picked = sorted(random.Random(seed).sample(range(len(chosen)), sample))
+        chosen = [chosen[i] for i in picked]
+    if limit is not None:
+        chosen = chosen[:limit]
+    return chosen
+
+
+def resolve_topics(kg: KG, question: Question) -> list[str]:
+    """Store ids of the dataset's gold topic entities: each by id when the store has it, else
+    the first node named like it (the dataset's name for it, then the reference itself)."""
+    names = question.meta.get("topic_names") or []
+    resolved: list[str] = []
+    for position, reference in enumerate(question.topic_entities or []):
+        if kg.has_node(reference):
+            resolved.append(reference)
+            continue
+        for label in (names[position] if position < len(names) else None, reference):
+            hits = kg.find(label) if label else []
+            if hits:
+                resolved.append(hits[0].id)
+                break
+    return list(dict.fromkeys(resolved))
+
+
+# ---------------------------------------------------------------- the run
+def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Run ``config`` and write predictions, summary and report into ``config.out``.
+
+    With ``resume``, questions already in ``predictions.jsonl`` are kept and not asked again
+    (a line cut short by a kill is dropped and redone). Returns the summary.
+    """
+    reasoner_class = get_reasoner(config.reasoner)
+    if config.format == "auto":
+        config.format = detect_format(Path(config.questions))
+    questions = select_questions(read_questions(config.questions, config.format), config.sample, config.seed,
+                                 config.limit)
+    per_question_graphs = config.format == "rog"
+    if config.db is None and not per_question_graphs:
+        raise EvaluationError("--db is needed: only per-question-subgraph (rog) files bring their own graph")
+    out = Path(config.out)
+    done = _prepare_output(out, config, resume)
+    todo = [q for q in questions if q.id not in done]
+    services = Services(config.model, config.seed)
+    with (out / PREDICTIONS).open("a", encoding="utf-8") as handle:
+        bar = tqdm(total=len(questions), initial=len(questions) - len(todo), desc=f"eval {config.reasoner}",
+                   unit="q", disable=not progress)
+        if per_question_graphs:
+            answer_all = _answer_with_scratch_stores(reasoner_class, config, services)
+        else:
+            answer_all = _answer_with_store(reasoner_class, config, services)
+        for record in answer_all(todo):
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            handle.flush()
+            bar.update(1)
+        bar.close()
+    records = _read_predictions(out / PREDICTIONS)
+    wanted = {q.id for q in questions}
+    records = [r for r in records.values() if r["qid"] in wanted]
+    summary = summarise(records, config)
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    from localkg.evaluation.report import write_report
+
+    write_report(out, summary, records)
+    return summary
+
+
+Answerer = Callable[[Iterable[Question]], Iterable[dict[str, Any]]]
+
+
+def _answer_with_store(reasoner_class: type[Reasoner], config: EvalConfig, services: Services) -> Answerer:
+    def answer_all(questions: Iterable[Question]) -> Iterable[dict[str, Any]]:
+        with KG.open(config.db, read_only=True) as kg:
+            reasoner = reasoner_class(services.context(kg), **config.settings)
+            for question in questions:
+                yield _answer(reasoner, kg, question, services)
+
+    return answer_all
+
+
+def _answer_with_scratch_stores(reasoner_class: type[Reasoner], config: EvalConfig,
+                                services: Services) -> Answerer:
+    """Each question's own graph is loaded into a fresh store in a temporary folder."""
+    def answer_all(questions: Iterable[Question]) -> Iterable[dict[str, Any]]:
+        reasoner_class(Context(kg=None), **config.settings)  # type: ignore[arg-type]  # bad settings fail first
+        for question in questions:
+            with tempfile.TemporaryDirectory(prefix="localkg-eval-") as folder:
+                kg = KG.create(Path(folder) / "db", buffer_pool_bytes=256 << 20)
+                try:
+                    kg.add_triples(tuple(t) for t in question.meta["graph"])
+                    reasoner = reasoner_class(services.context(kg), **config.settings)
+                    yield _answer(reasoner, kg, question, services)
+                finally:
+                    kg.close()
+
+    return answer_all
+
+
+def _answer(reasoner: Reasoner, kg: KG, question: Question, services: Services) -> dict[str, Any]:
+    """Ask one question and build its predictions.jsonl line."""
+    topics = resolve_topics(kg, question)
+    try:
+        result = reasoner.answer(question.text, topics or None)
+    except LocalKGError as error:
+        result = Result(question=question.text, reasoner=reasoner.name, topic_entities=topics,
+                        notes=[f"no answer found: error: {error}"])
+    score = score_question([Prediction(a.id, a.name) for a in result.answers], question.answers)
+    return {
+        "qid": question.id,
+        "gold": question.answers,
+        "hop": question.hop,
+        "qtype": question.qtype,
+        "topic_source": "gold" if topics else "linked",
+        "model": services.model_name,
+        **result.to_json(),
+        "metrics": score.to_json(),
+    }
+
+
+# ---------------------------------------------------------------- output folder and resume
+def _prepare_output(out: Path, config: EvalConfig, resume: bool) -> set[str]:
+    """Check the folder against the run, record the run, and return the ids already answered."""
+    out.mkdir(parents=True, exist_ok=True)
+    predictions = out / PREDICTIONS
+    run_file = out / RUN
+    has_predictions = predictions.exists() and predictions.stat().st_size > 0
+    if has_predictions and not resume:
+        raise EvaluationError(f"{out} already holds predictions of a run; pass --resume to continue it, "
+                              "or choose another --out")
+    if resume and run_file.exists():
+        previous = json.loads(run_file.read_text())
+        current = json.loads(json.dumps(config.identity()))
+        changed = sorted(k for k in set(previous) | set(current) if previous.get(k) != current.get(k))
+        if changed:
+            raise EvaluationError(f"--resume: {out} holds a run with different {', '.join(changed)}; "
+                                  "resume it with the same options, or choose another --out")
+    run_file.write_text(json.dumps(config.identity(), indent=2))
+    return set(_read_predictions(predictions, repair=True)) if has_predictions else set()
+
+
+def _read_predictions(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
+    """Prediction lines by question id (the first line per id wins).
+
+    A last line without its newline is what a killed run leaves behind: with ``repair`` it is
+    cut off the file so the question is asked again; a broken line elsewhere is an error.
+    """
+    if not path.exists():
+        return {}
+    data = path.read_bytes()
+    complete, newline, tail = data.rpartition(b"\n")
+    if tail and repair:
+        with path.open("r+b") as handle:
+            handle.truncate(len(complete) + len(newline))
+    records: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(complete.split(b"\n") if complete else [], 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise EvaluationError(f"{path}:{number} is not a complete JSON line; the file is damaged") from None
+        records.setdefault(record["qid"], record)
+    return records
+
+
+# ---------------------------------------------------------------- summary
+def summarise(records: Sequence[dict[str, Any]], config: EvalConfig) -> dict[str, Any]:
+    """The summary: the nine headline numbers, what ran, and the breakdowns.
+
+    Top-level numbers: ``n``, ``hits@1``, ``hit``, ``f1``, ``em_loose`` (means over every
+    question, unanswered ones counted as 0) and the mean cost per question
+    ``llm_calls_per_q``, ``prompt_tokens_per_q``, ``completion_tokens_per_q``,
+    ``seconds_per_q``.
+    """
+    overall = aggregate(r["metrics"] for r in records)
+    costs = {key: distribution([float(r[key]) for r in records]) for key in COSTS}
+    sources = Counter(r["topic_source"] for r in records)
+    models = [r["model"] for r in records if r.get("model") and r["model"] != "none"]
+    return {
+        "n": overall["n"],
+        "hits@1": overall["hits@1"],
+        "hit": overall["hit"],
+        "f1": overall["f1"],
+        "em_loose": overall["em_loose"],
+        "llm_calls_per_q": costs["llm_calls"]["mean"],
+        "prompt_tokens_per_q": costs["prompt_tokens"]["mean"],
+        "completion_tokens_per_q": costs["completion_tokens"]["mean"],
+        "seconds_per_q": costs["seconds"]["mean"],
+        "dataset": config.questions,
+        "reasoner": config.reasoner,
+        "model": models[0] if models else "none",
+        "topic_entities": _topic_label(sources),
+        "breakdowns": {
+            "metrics": {"precision": overall["precision"], "recall": overall["recall"],
+                        "answered": sum(1 for r in records if r["answers"]) / len(records) if records else 0.0},
+            "by_hop": _grouped(records, "hop"),
+            "by_qtype": _grouped(records, "qtype"),
+            "cost": costs,
+            "by_step": _steps(records),
+            "topic_sources": dict(sources),
+        },
+    }
+
+
+def _topic_label(sources: Counter) -> str:
+    """"gold" when every question's topics came from the dataset, "linked" when every one was
+    linked, "mixed" (with the counts in ``breakdowns.topic_sources``) otherwise."""
+    if sources and set(sources) == {"gold"}:
+        return "gold"
+    if sources and set(sources) == {"linked"}:
+        return "linked"
+    return "mixed" if sources else "none"
+
+
+def _grouped(records: Sequence[dict[str, Any]], key: str) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for record in records:
+        if record.get(key) is not None:
+            groups[str(record[key])].append(record["metrics"])
+    return {name: aggregate(rows) for name, rows in sorted(groups.items())}
+
+
+def _steps(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """LLM cost totalled per reasoner step (the ``step`` of each call)."""
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "prompt_tokens": 0,
+                                                               "completion_tokens": 0, "seconds": 0.0})
+    for record in records:
+        for call in record.get("trace", {}).get("llm", []):
+            step = totals[str(call.get("step", "?"))]
+            step["calls"] += 1
+            step["prompt_tokens"] += int(call.get("prompt_tokens", 0))
+            step["completion_tokens"] += int(call.get("completion_tokens", 0))
+            step["seconds"] += float(call.get("seconds", 0.0))
+    return dict(sorted(totals.items()))

@@ -1,0 +1,59 @@
+"""Shared fixtures: the real MetaQA and demo graphs, and the real bundled models.
+
+Session-scoped so the MetaQA graph is loaded once (about 10 s) and each model
+is loaded once per test run. Kùzu lets one process open a database once, so
+tests use these open handles rather than reopening the paths.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    """``../shared/data`` beside the checkout (read-only datasets)."""
+    assert SHARED.is_dir(), f"the shared datasets are expected at {SHARED}"
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def metaqa_kg(tmp_path_factory: pytest.TempPathFactory, shared: Path):
+    """The full MetaQA knowledge base (133,582 facts), ids = names."""
+    from localkg.loaders.triples import load_triples
+    from localkg.store import KG
+
+    kg = KG.create(tmp_path_factory.mktemp("metaqa") / "db")
+    load_triples(kg, [shared / "metaqa" / "kb.txt"], progress=False)
+    yield kg
+    kg.close()
+
+
+@pytest.fixture(scope="session")
+def demo_kg(tmp_path_factory: pytest.TempPathFactory):
+    """The bundled demo movie graph."""
+    from localkg.demo import ensure_demo_db
+    from localkg.store import KG
+
+    kg = KG.open(ensure_demo_db(tmp_path_factory.mktemp("demo") / "db"))
+    yield kg
+    kg.close()
+
+
+@pytest.fixture(scope="session")
+def llm():
+    """The real bundled GGUF model (Gemma 3 270M), loaded once."""
+    from localkg.llm import LLM
+
+    return LLM()
+
+
+@pytest.fixture(scope="session")
+def scorer():
+    """The real bundled MiniLM relevance scorer, loaded once."""
+    from localkg.indexes.scoring import RelevanceScorer
+
+    return RelevanceScorer()
