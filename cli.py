@@ -100,6 +100,68 @@ def load() -> None:
     """Load triples, a Freebase dump or a Wikidata dump into a database."""
 
 
+def print_load_summary(summary: Any, as_json: bool) -> None:
+    """Print a loader's summary dataclass (``to_json()``) as a table or JSON."""
+    data = summary.to_json()
+    if as_json:
+        echo_json(data)
+        return
+    for key, value in data.items():
+        if isinstance(value, dict):
+            for reason, count in value.items():
+                click.echo(f"{'':>20}  {count:>10,}  {reason}")
+        elif isinstance(value, float):
+            click.echo(f"{key:>20}: {value:.1f}")
+        elif value != "":
+            click.echo(f"{key:>20}: {value:,}" if isinstance(value, int) else f"{key:>20}: {value}")
+
+
+@load.command("triples")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option(must_exist=False)
+@click.option("--format", "fmt", default="auto", show_default=True,
+              type=click.Choice(["auto", "tsv", "csv", "psv", "nt", "ttl", "jsonl"]), help="Input format.")
+@click.option("--names", type=click.Path(path_type=Path), help="id<TAB>name file (e.g. FB15k-237 entity2text.txt).")
+@click.option("--max-rejects", type=int, default=None, help="Fail when more lines than this are rejected.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@friendly_errors
+def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Path | None, max_rejects: int | None,
+                         as_json: bool) -> None:
+    """Load custom triple files (appends to DB and deduplicates).
+
+    Formats: tsv/csv/psv (head, relation, tail), N-Triples and Turtle (parsed
+    with pyoxigraph), JSONL objects {"head","relation","tail"}; gzip and bzip2
+    are read transparently. Malformed lines go to DB/rejects.tsv.
+    """
+    from localkg.loaders.triples import load_triples
+    from localkg.store import KG
+
+    with KG.open(db, create=True) as kg:
+        summary = load_triples(kg, paths, format=fmt, names=names, max_rejects=max_rejects)
+    print_load_summary(summary, as_json)
+
+
+# ---------------------------------------------------------------- demo
+@main.command()
+@click.option("--db", "db", type=click.Path(path_type=Path), default=None,
+              help="Where to build the demo database (default: the user cache directory).")
+@click.option("--question", default=None, help="Ask this instead of the demo question.")
+@friendly_errors
+def demo(db: Path | None, question: str | None) -> None:
+    """Build the bundled movie graph (first use) and answer a question with its evidence."""
+    from localkg.demo import DEMO_QUESTION, DEMO_TOPIC, ensure_demo_db
+    from localkg.store import KG
+
+    path = ensure_demo_db(db, progress=True)
+    with KG.open(path) as kg:
+        counts = kg.stats()
+        click.echo(f"demo graph at {path}: {counts.entities:,} entities, {counts.facts:,} facts")
+        asked = question or DEMO_QUESTION
+        click.echo(f"question: {asked}")
+        for path_found in kg.paths(DEMO_TOPIC, "Mark Sandrich", max_hops=2, limit=3):
+            click.echo(f"  {path_found}")
+
+
 # ---------------------------------------------------------------- evaluation (helper "eval")
 class _RunByDefaultGroup(click.Group):
     """A group whose first argument, when it is not a subcommand, goes to ``run``: so
@@ -167,65 +229,3 @@ def eval_compare(runs: tuple[Path, ...], out: Path) -> None:
     from localkg.evaluation.report import compare_runs
 
     click.echo(compare_runs(runs, out))
-
-
-def print_load_summary(summary: Any, as_json: bool) -> None:
-    """Print a loader's summary dataclass (``to_json()``) as a table or JSON."""
-    data = summary.to_json()
-    if as_json:
-        echo_json(data)
-        return
-    for key, value in data.items():
-        if isinstance(value, dict):
-            for reason, count in value.items():
-                click.echo(f"{'':>20}  {count:>10,}  {reason}")
-        elif isinstance(value, float):
-            click.echo(f"{key:>20}: {value:.1f}")
-        elif value != "":
-            click.echo(f"{key:>20}: {value:,}" if isinstance(value, int) else f"{key:>20}: {value}")
-
-
-@load.command("triples")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@db_option(must_exist=False)
-@click.option("--format", "fmt", default="auto", show_default=True,
-              type=click.Choice(["auto", "tsv", "csv", "psv", "nt", "ttl", "jsonl"]), help="Input format.")
-@click.option("--names", type=click.Path(path_type=Path), help="id<TAB>name file (e.g. FB15k-237 entity2text.txt).")
-@click.option("--max-rejects", type=int, default=None, help="Fail when more lines than this are rejected.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@friendly_errors
-def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Path | None, max_rejects: int | None,
-                         as_json: bool) -> None:
-    """Load custom triple files (appends to DB and deduplicates).
-
-    Formats: tsv/csv/psv (head, relation, tail), N-Triples and Turtle (parsed
-    with pyoxigraph), JSONL objects {"head","relation","tail"}; gzip and bzip2
-    are read transparently. Malformed lines go to DB/rejects.tsv.
-    """
-    from localkg.loaders.triples import load_triples
-    from localkg.store import KG
-
-    with KG.open(db, create=True) as kg:
-        summary = load_triples(kg, paths, format=fmt, names=names, max_rejects=max_rejects)
-    print_load_summary(summary, as_json)
-
-
-# ---------------------------------------------------------------- demo
-@main.command()
-@click.option("--db", "db", type=click.Path(path_type=Path), default=None,
-              help="Where to build the demo database (default: the user cache directory).")
-@click.option("--question", default=None, help="Ask this instead of the demo question.")
-@friendly_errors
-def demo(db: Path | None, question: str | None) -> None:
-    """Build the bundled movie graph (first use) and answer a question with its evidence."""
-    from localkg.demo import DEMO_QUESTION, DEMO_TOPIC, ensure_demo_db
-    from localkg.store import KG
-
-    path = ensure_demo_db(db, progress=True)
-    with KG.open(path) as kg:
-        counts = kg.stats()
-        click.echo(f"demo graph at {path}: {counts.entities:,} entities, {counts.facts:,} facts")
-        asked = question or DEMO_QUESTION
-        click.echo(f"question: {asked}")
-        for path_found in kg.paths(DEMO_TOPIC, "Mark Sandrich", max_hops=2, limit=3):
-            click.echo(f"  {path_found}")
