@@ -95,7 +95,6 @@ class KG:
         self.read_only = read_only
         self._database = database
         self._connection = kuzu.Connection(database)
-        self._prepared: dict[str, Any] = {}
         self.log: QueryLog | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -125,7 +124,6 @@ class KG:
 
     def close(self) -> None:
         """Release the database so another process can open it."""
-        self._prepared.clear()
         self._connection.close()
         self._database.close()
 
@@ -159,10 +157,7 @@ class KG:
 
     # ------------------------------------------------------------------ execution
     def _run(self, query: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
-        statement = self._prepared.get(query)
-        if statement is None:
-            statement = self._prepared[query] = self._connection.prepare(query)
-        return self._connection.execute(statement, parameters or {}).get_all()
+        return self._connection.execute(query, parameters or {}).get_all()
 
     def _logged(self, primitive: str, arguments: dict[str, Any], run: Callable[[], list]) -> list:
         started = time.perf_counter()

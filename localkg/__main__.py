@@ -1,0 +1,4 @@
+"""``python -m localkg`` runs the command line."""
+from localkg.cli import main
+
+main()

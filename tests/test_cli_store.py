@@ -1,0 +1,76 @@
+"""The store's commands through click's CliRunner: load triples, stats, query, demo, errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from localkg.cli import main
+from localkg.store import KG
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_every_command_has_help() -> None:
+    for args in (["--help"], ["load", "--help"], ["load", "triples", "--help"], ["stats", "--help"],
+                 ["query", "--help"], ["demo", "--help"]):
+        result = run(*args)
+        assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_load_then_stats_and_query(tmp_path: Path) -> None:
+    data = tmp_path / "kb.txt"
+    data.write_text("Top Hat|directed_by|Mark Sandrich\nTop Hat|starred_actors|Ginger Rogers\nbad line\n")
+    db = str(tmp_path / "db")
+    loaded = run("load", "triples", str(data), "--db", db, "--json")
+    assert loaded.exit_code == 0
+    summary = json.loads(loaded.stdout)
+    assert (summary["read"], summary["loaded"], summary["rejected"]) == (3, 2, 1)
+    stats = json.loads(run("stats", "--db", db, "--json").stdout)
+    assert (stats["facts"], stats["entities"], stats["relations"]) == (2, 3, 2)
+    rows = run("query", "--db", db, "--json", "MATCH (a:Node {id: $id})-[f:Fact]->(b) RETURN f.rel AS rel, b.name AS name "
+               "ORDER BY rel", "--param", "id=Top Hat")
+    assert json.loads(rows.stdout) == [{"rel": "directed_by", "name": "Mark Sandrich"},
+                                       {"rel": "starred_actors", "name": "Ginger Rogers"}]
+
+
+def test_query_refuses_writes_and_reports_bad_cypher(tmp_path: Path) -> None:
+    KG.create(tmp_path / "db").close()
+    refused = CliRunner().invoke(main, ["query", "--db", str(tmp_path / "db"), "MATCH (n) DETACH DELETE n"])
+    assert refused.exit_code != 0 and "read-only" in refused.output
+    broken = CliRunner().invoke(main, ["query", "--db", str(tmp_path / "db"), "MATCH (n RETURN n"])
+    assert broken.exit_code != 0 and broken.output.startswith("Error: query failed")
+    assert "Traceback" not in broken.output
+
+
+def test_missing_database_and_max_rejects_are_one_line_errors(tmp_path: Path) -> None:
+    missing = CliRunner().invoke(main, ["stats", "--db", str(tmp_path / "nope")])
+    assert missing.exit_code != 0 and missing.stderr.count("\n") == 1 and "no localkg database" in missing.output
+    data = tmp_path / "bad.txt"
+    data.write_text("a|r|b\nx\ny\n")
+    too_many = CliRunner().invoke(main, ["load", "triples", str(data), "--db", str(tmp_path / "db"),
+                                         "--max-rejects", "1"])
+    assert too_many.exit_code != 0 and "more than 1 lines rejected" in too_many.output
+
+
+def test_locked_database_is_reported_clearly(tmp_path: Path) -> None:
+    kg = KG.create(tmp_path / "db")
+    try:
+        done = subprocess.run([sys.executable, "-m", "localkg", "stats", "--db", str(tmp_path / "db")],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        kg.close()
+    assert done.returncode != 0
+    assert "open in another process" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_demo_builds_and_shows_the_evidence(tmp_path: Path) -> None:
+    result = run("demo", "--db", str(tmp_path / "demo"))
+    assert result.exit_code == 0
+    assert "4,428 facts" in result.output
+    assert "Ginger Rogers —starred_actors⁻¹→" in result.output and "Mark Sandrich" in result.output

@@ -1,0 +1,15 @@
+"""The examples in docstrings run as written."""
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["localkg.store.kg", "localkg.store.labels", "localkg.store.schema", "localkg.loaders.triples"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

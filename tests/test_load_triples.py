@@ -1,0 +1,227 @@
+"""Custom-KG ingest: every format, append + dedupe, rejects accounting, bad files, interrupted loads."""
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localkg.errors import LoadError, TooManyRejectsError
+from localkg.loaders.triples import LoadSummary, load_triples
+from localkg.store import KG
+from localkg.store.model import CVT, LITERAL
+
+
+@pytest.fixture()
+def kg(tmp_path: Path):
+    store = KG.create(tmp_path / "db")
+    yield store
+    store.close()
+
+
+def accounted(summary: LoadSummary) -> bool:
+    return summary.read == summary.loaded + summary.duplicates + summary.attributes + summary.rejected
+
+
+def test_metaqa_pipe_separated(kg: KG, shared: Path, tmp_path: Path) -> None:
+    sample = tmp_path / "kb-sample.txt"
+    lines = (shared / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()[:2000]
+    sample.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary = load_triples(kg, [sample], progress=False)
+    assert (summary.read, summary.loaded, summary.rejected) == (2000, 2000, 0)
+    head, relation, tail = lines[0].split("|")
+    assert tail in {n.id for n in kg.neighbors(head, relation, "out")}
+
+
+@pytest.mark.parametrize("kb, facts", [("2H-kb.txt", None), ("WC2014.txt", None), ("PQL2-KB.txt", None)])
+def test_pathquestion_and_worldcup_tab_separated(kg: KG, shared: Path, kb: str, facts: None) -> None:
+    path = shared / "pathquestion" / kb
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    summary = load_triples(kg, [path], progress=False)
+    assert accounted(summary) and summary.rejected == 0
+    assert summary.loaded + summary.duplicates == len(lines)
+    assert kg.stats().facts == summary.loaded
+    head, relation, tail = lines[0].split("\t")
+    assert tail in {n.id for n in kg.neighbors(head, relation, "out")}
+
+
+def test_worldcup_fact(kg: KG, shared: Path) -> None:
+    load_triples(kg, [shared / "pathquestion" / "WC2014.txt"], progress=False)
+    assert "AS_Monaco" in {n.id for n in kg.neighbors("JOAO_MOUTINHO", "plays_in_club", "out")}
+
+
+def test_csv_with_header_and_quoted_commas(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.csv"
+    path.write_text('head,relation,tail\n"Smith, John",born_in,Paris\nParis,capital_of,France\n', encoding="utf-8")
+    summary = load_triples(kg, [path], progress=False)
+    assert (summary.read, summary.loaded, summary.skipped) == (2, 2, 1)
+    assert [n.id for n in kg.neighbors("Smith, John", "born_in")] == ["Paris"]
+
+
+def test_jsonl_with_a_bad_line(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.jsonl"
+    path.write_text('{"head": "a", "relation": "r", "tail": "b"}\n{"head": "a", "relation": "r"}\n'
+                    'not json\n{"head": "b", "relation": "r", "tail": "c"}\n', encoding="utf-8")
+    summary = load_triples(kg, [path], progress=False)
+    assert (summary.read, summary.loaded, summary.rejected) == (4, 2, 2)
+    assert accounted(summary)
+
+
+def test_ntriples_with_literals_labels_and_blank_nodes(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.nt"
+    path.write_text(
+        '<http://ex.org/Paris> <http://www.w3.org/2000/01/rdf-schema#label> "Paris"@en .\n'
+        '<http://ex.org/Paris> <http://ex.org/population> "2148000"^^<http://www.w3.org/2001/XMLSchema#integer> .\n'
+        '<http://ex.org/Paris> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://ex.org/City> .\n'
+        '<http://ex.org/Paris> <http://ex.org/twinned> _:t1 .\n'
+        '_:t1 <http://ex.org/with> <http://ex.org/Rome> .\n'
+        '<http://ex.org/Paris> <http://ex.org/broken> "unterminated .\n', encoding="utf-8")
+    summary = load_triples(kg, [path], progress=False)
+    assert (summary.read, summary.loaded, summary.attributes, summary.rejected) == (6, 3, 2, 1)
+    paris = kg.node("http://ex.org/Paris")
+    assert (paris.name, paris.types) == ("Paris", ("http://ex.org/City",))
+    population = kg.neighbors("http://ex.org/Paris", "http://ex.org/population")
+    assert [(n.kind, n.name) for n in population] == [(LITERAL, "2148000")]
+    assert kg.node(population[0].id).datatype == "xsd:integer"
+    moves = kg.steps("http://ex.org/Paris")
+    assert any(len(m) == 2 and m.steps[0].target.kind == CVT and m.end.id == "http://ex.org/Rome" for m in moves)
+
+
+def test_real_freebase_lines_as_ntriples(kg: KG, shared: Path, tmp_path: Path) -> None:
+    head = (shared / "freebase_rdf" / "fb-rdf-10k-head.nt").read_text(encoding="utf-8").splitlines()[:500]
+    path = tmp_path / "fb.nt"
+    path.write_text("\n".join(head) + "\n", encoding="utf-8")
+    summary = load_triples(kg, [path], format="nt", progress=False)
+    assert accounted(summary) and summary.read == 500
+    assert summary.loaded > 0
+
+
+def test_turtle_document(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.ttl"
+    path.write_text(
+        "@prefix ex: <http://ex.org/> .\n@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        "@prefix skos: <http://www.w3.org/2004/02/skos/core#> .\n"
+        'ex:tokyo rdfs:label "Tokyo" ; skos:altLabel "Edo" ;\n  ex:country ex:japan ;\n'
+        '  ex:founded "1457-01-01"^^<http://www.w3.org/2001/XMLSchema#date> .\n'
+        'ex:japan rdfs:label "Japan" .\n', encoding="utf-8")
+    summary = load_triples(kg, [path], progress=False)
+    assert (summary.loaded, summary.attributes) == (2, 3)
+    assert [n.id for n in kg.find("edo")] == ["http://ex.org/tokyo"]
+    assert [n.name for n in kg.neighbors("http://ex.org/tokyo", "http://ex.org/country")] == ["Japan"]
+    founded = kg.neighbors("http://ex.org/tokyo", "http://ex.org/founded")
+    assert founded[0].id == '"1457-01-01"^^xsd:date'
+
+
+def test_turtle_syntax_error_is_one_clear_error(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "bad.ttl"
+    path.write_text("@prefix ex: <http://ex.org/> .\nex:a ex:b ex:c .\nex:a ex:b \n", encoding="utf-8")
+    with pytest.raises(LoadError, match="Turtle syntax error"):
+        load_triples(kg, [path], progress=False)
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress])
+def test_compressed_files(kg: KG, tmp_path: Path, compress) -> None:
+    path = tmp_path / "kb.txt.z"
+    path.write_bytes(compress(b"a|r|b\nb|r|c\n"))
+    summary = load_triples(kg, [path], format="psv", progress=False)
+    assert summary.loaded == 2
+
+
+def test_append_deduplicates(kg: KG, tmp_path: Path) -> None:
+    first = tmp_path / "one.tsv"
+    second = tmp_path / "two.tsv"
+    first.write_text("a\tr\tb\nb\tr\tc\na\tr\tb\n", encoding="utf-8")
+    second.write_text("b\tr\tc\nc\tr\td\n", encoding="utf-8")
+    one = load_triples(kg, [first], progress=False)
+    assert (one.loaded, one.duplicates) == (2, 1)
+    two = load_triples(kg, [second], progress=False)
+    assert (two.loaded, two.duplicates) == (1, 1)
+    again = load_triples(kg, [first, second], progress=False)
+    assert (again.loaded, again.duplicates) == (0, 5)
+    assert kg.stats().facts == 3 and kg.stats().nodes == 4
+    assert [(r.relation, r.direction, r.count) for r in kg.relations("b")] == [("r", "in", 1), ("r", "out", 1)]
+    assert kg.relation_catalogue() == [("r", "r", "", 3)]
+
+
+def test_summary_counts_add_up_across_batches(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.tsv"
+    rows = [f"e{i}\tr{i % 3}\te{i + 1}" for i in range(250)] + ["e0\tr0\te1", "broken line", ""]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    summary = load_triples(kg, [path], batch_lines=40, progress=False)
+    assert (summary.read, summary.loaded, summary.duplicates, summary.rejected, summary.skipped) == (252, 250, 1, 1, 1)
+    assert accounted(summary)
+    assert sum(r.count for r in kg.relations("e5")) == 2
+
+
+def test_rejects_file_has_line_numbers_and_reasons(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.psv"
+    path.write_bytes(b"a|r|b\nonly|two\n\xff\xfe|r|x\na|r||\nc|r|d\n")
+    summary = load_triples(kg, [path], progress=False)
+    assert (summary.loaded, summary.rejected) == (2, 3)
+    assert accounted(summary)
+    rows = [line.split("\t") for line in (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()]
+    assert rows[0] == ["source", "line", "reason", "raw"]
+    assert [(row[1], row[2]) for row in rows[1:]] == [
+        ("2", "expected 3 fields separated by '|', found 2"), ("3", "invalid UTF-8"), ("4", "expected 3 fields separated by '|', found 4")]
+    assert summary.rejected_by_reason["invalid UTF-8"] == 1
+
+
+def test_max_rejects_stops_with_a_clear_error(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.psv"
+    path.write_text("a|r|b\nbad\nbad\nbad\n", encoding="utf-8")
+    with pytest.raises(TooManyRejectsError, match="more than 2 lines rejected"):
+        load_triples(kg, [path], max_rejects=2, progress=False)
+
+
+def test_truncated_gzip_and_missing_file(kg: KG, tmp_path: Path) -> None:
+    whole = gzip.compress(("\n".join(f"a{i}|r|b{i}" for i in range(5000)) + "\n").encode())
+    path = tmp_path / "cut.psv.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(LoadError, match="truncated or corrupt"):
+        load_triples(kg, [path], format="psv", progress=False)
+    with pytest.raises(LoadError, match="no such file"):
+        load_triples(kg, [tmp_path / "missing.tsv"], progress=False)
+
+
+def test_lost_key_sets_are_rebuilt_from_the_database(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.tsv"
+    path.write_text("a\tr\tb\nb\tr\tc\n", encoding="utf-8")
+    load_triples(kg, [path], progress=False)
+    shutil.rmtree(kg.path / "keys")  # as if the process died between commit and saving the keys
+    again = load_triples(kg, [path], progress=False)
+    assert (again.loaded, again.duplicates) == (0, 2)
+    assert kg.stats().facts == 2
+
+
+def test_killed_load_leaves_an_openable_database_and_resumes(tmp_path: Path, shared: Path) -> None:
+    db = tmp_path / "db"
+    source = shared / "fb15k237" / "train.txt"
+    code = ("from localkg.store import KG\nfrom localkg.loaders.triples import load_triples\n"
+            f"kg = KG.create({str(db)!r})\n"
+            f"load_triples(kg, [{str(source)!r}], batch_lines=5000, progress=False)\n")
+    process = subprocess.Popen([sys.executable, "-c", code])
+    facts_keys = db / "keys" / "facts"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (facts_keys.exists() and any(facts_keys.glob("run-*.npy"))):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    with KG.open(db) as kg:
+        partial = kg.stats().facts
+        assert 0 < partial < 272_115
+        resumed = load_triples(kg, [source], progress=False)
+        assert resumed.loaded == 272_115 - partial
+        assert kg.stats().facts == 272_115
+
+
+def test_summary_is_json_serialisable(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "kg.tsv"
+    path.write_text("a\tr\tb\n", encoding="utf-8")
+    assert json.loads(json.dumps(load_triples(kg, [path], progress=False).to_json()))["loaded"] == 1

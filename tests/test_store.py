@@ -1,0 +1,184 @@
+"""The store's query primitives against hand-checked facts of MetaQA and FB15k-237."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localkg.errors import DatabaseExistsError, DatabaseLockedError, DatabaseNotFoundError, UnknownEntityError
+from localkg.loaders.triples import load_triples
+from localkg.store import KG, FactBatch
+from localkg.store.model import CVT, LITERAL
+
+
+# ---------------------------------------------------------------- MetaQA (ids are names)
+def test_relations_of_a_movie_with_direction_and_count(metaqa_kg: KG) -> None:
+    relations = {(r.relation, r.direction): r.count for r in metaqa_kg.relations("Top Hat", "out")}
+    # kb.txt: Top Hat has 5 starred_actors, 2 written_by, 6 has_tags, 2 has_genre, 1 directed_by, 1 release_year
+    assert relations == {("starred_actors", "out"): 4, ("has_tags", "out"): 6, ("written_by", "out"): 2,
+                         ("has_genre", "out"): 2, ("directed_by", "out"): 1, ("release_year", "out"): 1}
+    assert metaqa_kg.relations("Top Hat", "out")[0].relation == "has_tags"  # most frequent first
+
+
+def test_relations_in_and_both(metaqa_kg: KG) -> None:
+    incoming = metaqa_kg.relations("Ginger Rogers", "in")
+    assert [(r.relation, r.direction, r.count) for r in incoming] == [("starred_actors", "in", 26)]
+    assert metaqa_kg.relations("Ginger Rogers", "out") == []
+    assert metaqa_kg.relations("Ginger Rogers", "both") == incoming
+    assert incoming[0].label == "starred actors"
+
+
+def test_neighbors_both_directions_and_limit(metaqa_kg: KG) -> None:
+    directors = metaqa_kg.neighbors("Top Hat", "directed_by", "out")
+    assert [n.id for n in directors] == ["Mark Sandrich"]
+    movies = {n.id for n in metaqa_kg.neighbors("Ginger Rogers", "starred_actors", "in")}
+    assert len(movies) == 26 and {"Top Hat", "Swing Time", "Kitty Foyle"} <= movies
+    assert len(metaqa_kg.neighbors("Ginger Rogers", "starred_actors", "in", limit=5)) == 5
+    assert metaqa_kg.neighbors("Ginger Rogers", "starred_actors", "out") == []
+
+
+def test_triples_have_names_and_orientation(metaqa_kg: KG) -> None:
+    triples = metaqa_kg.triples("Top Hat")
+    assert len(triples) == 16 + sum(1 for t in triples if t.tail.id == "Top Hat")
+    directed = [t for t in triples if t.relation == "directed_by"]
+    assert [(t.head.name, t.tail.name) for t in directed] == [("Top Hat", "Mark Sandrich")]
+    assert str(directed[0]) == "Top Hat —directed_by→ Mark Sandrich"
+
+
+def test_name_find_and_stats(metaqa_kg: KG) -> None:
+    assert metaqa_kg.name("Top Hat") == "Top Hat"
+    assert [n.id for n in metaqa_kg.find("  top   HAT ")][:1] == ["Top Hat"]
+    assert metaqa_kg.find("no such movie at all") == []
+    stats = metaqa_kg.stats()
+    assert (stats.facts, stats.relations, stats.nodes) == (133_582, 9, 43_234)
+
+
+def test_paths_between_two_entities(metaqa_kg: KG) -> None:
+    paths = metaqa_kg.paths("Ginger Rogers", "Mark Sandrich", max_hops=2, limit=50)
+    texts = {str(p) for p in paths}
+    assert "Ginger Rogers —starred_actors⁻¹→ Top Hat —directed_by→ Mark Sandrich" in texts
+    assert all(p.start.id == "Ginger Rogers" and p.end.id == "Mark Sandrich" for p in paths)
+    assert all(len(p) <= 2 for p in paths)
+    assert [len(p) for p in paths] == sorted(len(p) for p in paths)
+
+
+def test_subgraph_distances_and_filter(metaqa_kg: KG) -> None:
+    sub = metaqa_kg.subgraph(["Top Hat"], hops=1, relation_filter={"has_tags"})
+    assert sub.distance["Top Hat"] == 0 and sub.distance["Mark Sandrich"] == 1
+    assert all(t.relation != "has_tags" for t in sub.triples)
+    assert "astaire and rogers" not in sub.distance
+    two = metaqa_kg.subgraph(["Top Hat"], hops=2, relation_filter=lambda rel: rel == "directed_by")
+    assert {t.relation for t in two.triples} == {"directed_by"}
+    assert two.distance.get("The Gay Divorcee") == 2  # Top Hat ← Mark Sandrich → The Gay Divorcee
+
+
+def test_unknown_entity(metaqa_kg: KG) -> None:
+    with pytest.raises(UnknownEntityError):
+        metaqa_kg.relations("Not A Movie 12345")
+    with pytest.raises(UnknownEntityError):
+        metaqa_kg.name("Not A Movie 12345")
+    assert metaqa_kg.neighbors("Not A Movie 12345", "directed_by") == []
+
+
+def test_direction_is_validated(metaqa_kg: KG) -> None:
+    with pytest.raises(ValueError):
+        metaqa_kg.relations("Top Hat", "sideways")
+
+
+def test_user_text_is_a_parameter_not_cypher(metaqa_kg: KG) -> None:
+    hostile = "x'}) MATCH (n) DETACH DELETE n //"
+    assert metaqa_kg.find(hostile) == []
+    assert metaqa_kg.neighbors(hostile, hostile) == []
+    assert metaqa_kg.stats().facts == 133_582
+
+
+# ---------------------------------------------------------------- FB15k-237 (/m/ ids, names file)
+@pytest.fixture(scope="module")
+def fb15k_kg(tmp_path_factory: pytest.TempPathFactory, shared: Path):
+    kg = KG.create(tmp_path_factory.mktemp("fb15k") / "db")
+    summary = load_triples(kg, [shared / "fb15k237" / "train.txt"], names=shared / "fb15k237" / "entity2text.txt",
+                           progress=False)
+    assert summary.read == 272_115 and summary.rejected == 0
+    yield kg
+    kg.close()
+
+
+def test_fb15k_names_and_compound_relation_labels(fb15k_kg: KG) -> None:
+    assert fb15k_kg.name("/m/0c94fn") == "Gary Rydstrom"
+    assert [n.id for n in fb15k_kg.find("Gary Rydstrom")] == ["/m/0c94fn"]
+    relations = {r.relation: r for r in fb15k_kg.relations("/m/0c94fn", "out")}
+    nominated = relations["/award/award_nominee/award_nominations./award/award_nomination/nominated_for"]
+    assert nominated.label == "award nominations / nominated for"
+    total = sum(r.count for r in fb15k_kg.relations("/m/0c94fn", "both"))
+    assert total == 53  # grep -cP "^/m/0c94fn\t|\t/m/0c94fn$" train.txt
+
+
+def test_fb15k_neighbors_in(fb15k_kg: KG) -> None:
+    crew_of = fb15k_kg.neighbors("/m/0c94fn", "/film/film/other_crew./film/film_crew_gig/crewmember", "in")
+    assert "/m/01jrbb" in {n.id for n in crew_of}
+
+
+# ---------------------------------------------------------------- CVTs, literals, lifecycle
+@pytest.fixture()
+def marriage_kg(tmp_path: Path):
+    kg = KG.create(tmp_path / "db")
+    batch = FactBatch()
+    batch.add_entity("m.obama", name="Barack Obama")
+    batch.add_entity("m.michelle", name="Michelle Obama")
+    batch.add_entity("m.cvt1", kind=CVT)
+    batch.add_literal('"1992-10-03"^^xsd:date', "1992-10-03", "xsd:date")
+    batch.add_fact("m.obama", "people.person.spouse_s", "m.cvt1")
+    batch.add_fact("m.cvt1", "people.marriage.spouse", "m.michelle")
+    batch.add_fact("m.cvt1", "people.marriage.from", '"1992-10-03"^^xsd:date')
+    with kg.writer() as writer:
+        writer.write(batch)
+    yield kg
+    kg.close()
+
+
+def test_steps_hop_through_cvt(marriage_kg: KG) -> None:
+    moves = marriage_kg.steps("m.obama", hop_cvt=True)
+    texts = sorted(str(m) for m in moves)
+    assert texts == [
+        "Barack Obama —people.person.spouse_s→ (mediator) —people.marriage.from→ 1992-10-03",
+        "Barack Obama —people.person.spouse_s→ (mediator) —people.marriage.spouse→ Michelle Obama",
+    ]
+    plain = marriage_kg.steps("m.obama", hop_cvt=False)
+    assert [m.end.kind for m in plain] == [CVT]
+
+
+def test_literal_is_a_node_with_value(marriage_kg: KG) -> None:
+    record = marriage_kg.node('"1992-10-03"^^xsd:date')
+    assert (record.kind, record.value, record.datatype) == (LITERAL, "1992-10-03", "xsd:date")
+    assert marriage_kg.name('"1992-10-03"^^xsd:date') == "1992-10-03"
+    assert marriage_kg.find("1992-10-03") == []  # literals are not labels
+    stats = marriage_kg.stats()
+    assert (stats.entities, stats.cvts, stats.literals) == (2, 1, 1)
+
+
+def test_open_missing_create_twice_and_lock(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseNotFoundError):
+        KG.open(tmp_path / "nothing")
+    kg = KG.create(tmp_path / "db")
+    try:
+        with pytest.raises(DatabaseExistsError):
+            KG.create(tmp_path / "db")
+        with pytest.raises(DatabaseLockedError, match="one process"):
+            _open_in_other_process(tmp_path / "db")
+    finally:
+        kg.close()
+    reopened = KG.open(tmp_path / "db", read_only=True)
+    reopened.close()
+
+
+def _open_in_other_process(path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom localkg.store import KG\nfrom localkg.errors import DatabaseLockedError\n"
+            f"try:\n    KG.open({str(path)!r}, read_only=True)\nexcept DatabaseLockedError as e:\n"
+            "    print(e); sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if done.returncode == 3:
+        raise DatabaseLockedError(done.stdout.strip())
+    raise AssertionError(f"second process opened a locked database: {done.stdout} {done.stderr}")
