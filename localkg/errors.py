@@ -72,6 +72,10 @@ class UnsupportedSchemaError(LocalKGError):
     """A JSON schema uses a construct whose output length the LLM runtime cannot bound."""
 
 
+class LLMSettingsError(LocalKGError):
+    """LLM settings that cannot work (an unknown prompt style, a chat style for a model without a chat template)."""
+
+
 class DatasetError(LocalKGError):
     """A questions file could not be read: unknown format, or a malformed line or record."""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,10 +101,7 @@ def bounded_json_grammar(schema: dict[str, Any], max_tokens: int) -> BoundedSche
         worst = _max_bytes(filled)
         if worst <= max_tokens or (length == 1 and items == 1):
             break
-        if length > 1:
-            length //= 2
-        else:
-            items //= 2
+        length, items = max(1, length // 2), max(1, items // 2)
     grammar = _restrict_chars(json_schema_to_gbnf(json.dumps(filled)))
     return BoundedSchema(schema=filled, max_tokens=max(max_tokens, worst), grammar=grammar)
 
@@ -117,6 +115,8 @@ def _normalise(schema: Any, path: str) -> dict[str, Any]:
         if key in schema:
             raise UnsupportedSchemaError(f"{path}: {key!r} is not supported (its output length cannot be bounded)")
     if "const" in schema or "enum" in schema:
+        for value in schema.get("enum", [schema.get("const")]):
+            _check_literal(value, path)
         return schema
     if isinstance(schema.get("type"), list):
         rest = {k: v for k, v in schema.items() if k != "type"}
@@ -129,6 +129,8 @@ def _normalise(schema: Any, path: str) -> dict[str, Any]:
         properties = schema.get("properties")
         if not properties or schema.get("additionalProperties") not in (None, False):
             raise UnsupportedSchemaError(f"{path}: objects need 'properties' and no additionalProperties")
+        for name in properties:
+            _check_literal(name, path)
         schema["properties"] = {name: _normalise(sub, f"{path}.{name}") for name, sub in properties.items()}
         schema["additionalProperties"] = False
     elif kind == "array":
@@ -142,6 +144,15 @@ def _normalise(schema: Any, path: str) -> dict[str, Any]:
     elif kind not in ("integer", "number", "boolean", "null"):
         raise UnsupportedSchemaError(f"{path}: unsupported or missing type {kind!r}")
     return {k: v for k, v in schema.items() if k not in _IGNORED_KEYS}
+
+
+def _check_literal(value: Any, path: str) -> None:
+    """llama-cpp-python's converter (0.3.x) copies a key's or enum value's JSON spelling into a
+    grammar literal escaping only quotes, so ``\\"``, ``\\\\`` and ``\\n`` come out wrong (``\\uXXXX``
+    is right: GBNF reads it as the character, which is valid raw JSON)."""
+    if re.search(r"\\[^u]", json.dumps(value)):
+        raise UnsupportedSchemaError(f"{path}: key or enum value {value!r} holds a quote, backslash or control "
+                                     f"character, which llama-cpp-python's grammar converter mishandles")
 
 
 def _fill_defaults(schema: dict[str, Any], length: int, items: int) -> dict[str, Any]:
