@@ -182,3 +182,39 @@ def _open_in_other_process(path: Path) -> None:
     if done.returncode == 3:
         raise DatabaseLockedError(done.stdout.strip())
     raise AssertionError(f"second process opened a locked database: {done.stdout} {done.stderr}")
+
+
+def test_paths_do_not_walk_through_hubs(tmp_path: Path) -> None:
+    kg = KG.create(tmp_path / "db")
+    try:
+        kg.update_manifest(hub_degree=3)
+        kg.add_triples([("a", "r", "hub"), ("hub", "r", "b")] + [(f"x{i}", "r", "hub") for i in range(5)]
+                       + [("a", "s", "m"), ("m", "s", "b")])
+        assert kg.node("hub").id == "hub"
+        assert [str(p) for p in kg.paths("a", "b", max_hops=2)] == ["a —s→ m —s→ b"]
+        assert len(kg.paths("a", "b", max_hops=2, through_hubs=True)) == 2
+        assert [str(p) for p in kg.paths("a", "hub", max_hops=1)] == ["a —r→ hub"]  # a hub can be an end
+    finally:
+        kg.close()
+
+
+def test_old_format_database_is_upgraded_on_open(tmp_path: Path) -> None:
+    import kuzu
+
+    from localkg.store import schema
+
+    db = tmp_path / "db"
+    db.mkdir()
+    old = kuzu.Database(str(db / schema.GRAPH_FILE))
+    connection = kuzu.Connection(old)
+    for statement in schema.DDL:
+        connection.execute(statement.replace(", hub BOOLEAN DEFAULT false", ""))
+    connection.close()
+    old.close()
+    (db / schema.MANIFEST_FILE).write_text('{"format": 1, "generation": 0}')
+    with pytest.raises(DatabaseNotFoundError, match="open it once read-write"):
+        KG.open(db, read_only=True)
+    with KG.open(db) as kg:
+        kg.add_triples([("a", "r", "b")])
+        assert kg.manifest["format"] == schema.FORMAT_VERSION
+        assert [str(p) for p in kg.paths("a", "b", max_hops=1)] == ["a —r→ b"]

@@ -12,7 +12,9 @@ A localkg database is a directory::
 One node table holds every node (entities, CVT mediators and literals) and
 one relationship table every fact, with the relation id as a property: one
 table per predicate breaks Kùzu at thousands of predicates (kuzu#4943) and
-makes untyped traversals slow. ``HasRel`` summarises, per node, which
+makes untyped traversals slow. ``Node.hub`` flags super-nodes (more than
+``hub_degree`` facts, 10,000 by default) that path search does not walk
+through. ``HasRel`` summarises, per node, which
 relations it has in which direction and how many, so listing a hub's
 relations reads a few summary rows instead of scanning all its edges.
 ``Label`` keys normalised names and aliases, because Kùzu indexes only
@@ -20,7 +22,8 @@ primary keys and exact-name lookup must not scan every node.
 """
 from __future__ import annotations
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+HUB_DEGREE = 10_000
 GRAPH_FILE = "graph.kuzu"
 MANIFEST_FILE = "manifest.json"
 KEYS_DIR = "keys"
@@ -30,7 +33,8 @@ STAGING_DIR = "staging"
 
 DDL = (
     "CREATE NODE TABLE Node(id STRING, name STRING, kind STRING, aliases STRING[], "
-    "description STRING, types STRING[], value STRING, datatype STRING, lang STRING, PRIMARY KEY(id))",
+    "description STRING, types STRING[], value STRING, datatype STRING, lang STRING, hub BOOLEAN DEFAULT false, "
+    "PRIMARY KEY(id))",
     "CREATE NODE TABLE Relation(id STRING, label STRING, description STRING, facts INT64, PRIMARY KEY(id))",
     "CREATE NODE TABLE Label(id STRING, PRIMARY KEY(id))",
     "CREATE REL TABLE Fact(FROM Node TO Node, rel STRING)",
@@ -38,7 +42,11 @@ DDL = (
     "CREATE REL TABLE Names(FROM Label TO Node, how STRING)",
 )
 
-NODE_COLUMNS = ("id", "name", "kind", "aliases", "description", "types", "value", "datatype", "lang")
+NODE_COLUMNS = ("id", "name", "kind", "aliases", "description", "types", "value", "datatype", "lang", "hub")
+
+# Format 1 -> 2: nodes with more than the manifest's ``hub_degree`` facts are flagged, so path
+# search does not enumerate walks through super-nodes (a hub with a million edges).
+MIGRATIONS = {1: ("ALTER TABLE Node ADD hub BOOLEAN DEFAULT false",)}
 
 
 def normalise_label(text: str) -> str:

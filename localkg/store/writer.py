@@ -140,9 +140,16 @@ class GraphWriter:
     def close(self) -> None:
         """Finish: bump the generation if anything changed, compact the key sets, drop staging."""
         if self._changed:
+            self._flag_hubs()
             self.kg.update_manifest(generation=self.kg.generation + 1)
             self._changed = False
         shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _flag_hubs(self) -> None:
+        """Flag nodes that now have more than ``hub_degree`` facts (degrees only grow on append)."""
+        threshold = int(self.kg.manifest.get("hub_degree", schema.HUB_DEGREE))
+        self.kg.execute("MATCH (n:Node)-[h:HasRel]->() WHERE NOT n.hub WITH n, sum(h.n) AS degree "
+                        "WHERE degree > $threshold SET n.hub = true", {"threshold": threshold})
 
     # ------------------------------------------------------------------ consistency
     def _database_counts(self) -> dict[str, int]:
@@ -253,6 +260,7 @@ class GraphWriter:
                 "value": [r.value for r in records],
                 "datatype": [r.datatype for r in records],
                 "lang": [r.lang for r in records],
+                "hub": pa.array([False] * len(records), pa.bool_()),
             })
             pending["nodes"] = hashes[~known]
         updates = [
