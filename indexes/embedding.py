@@ -62,8 +62,9 @@ class Embedder:
         self.model_name = DEFAULT_MODEL_NAME if model_path is None else self.model_path.name
         self.device = device or default_device()
         self._model = SentenceTransformer(str(self.model_path), device=self.device, local_files_only=True)
-        dim = self._model.get_sentence_embedding_dimension()
-        self.dim = int(dim) if dim else int(self.encode(["dimension probe"]).shape[1])
+        dimension = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension  # renamed in sentence-transformers 6
+        self.dim = int(dimension())
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` as an (n, dim) float32 array of unit vectors, in batches."""
