@@ -229,3 +229,68 @@ def eval_compare(runs: tuple[Path, ...], out: Path) -> None:
     from localkg.evaluation.report import compare_runs
 
     click.echo(compare_runs(runs, out))
+
+
+# ---------------------------------------------------------------- indexes and linking (helper "indexes")
+@main.group("index")
+def index_group() -> None:
+    """Embedding indexes (FAISS) and the full-text index of a database."""
+
+
+@index_group.command("build")
+@db_option()
+@click.option("--what", type=click.Choice(["entities", "relations", "all"]), default="all", show_default=True,
+              help="Which index to build or bring up to date.")
+@click.option("--embed-model", "embed_model", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A local sentence-transformers model directory (default: bundled all-MiniLM-L6-v2).")
+@click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivfpq"]), default="auto",
+              show_default=True, help="auto: exact flat below 200,000 vectors, IVF-PQ above (docs/indexes.md).")
+@click.option("--rebuild", is_flag=True, help="Re-embed everything instead of adding what is new.")
+@click.option("--checkpoint-every", "checkpoint", type=click.IntRange(min=1), default=50_000, show_default=True,
+              help="Save progress every N vectors, so an interrupted build resumes there.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly_errors
+def index_build(db: Path, what: str, embed_model: Path | None, index_type: str, rebuild: bool, checkpoint: int,
+                as_json: bool) -> None:
+    """Build the indexes, or add only the entities loaded since the last build."""
+    from localkg.indexes.build import build_indexes
+    from localkg.indexes.embedding import Embedder
+    from localkg.store import KG
+
+    embedder = Embedder(embed_model)
+    with KG.open(db) as kg:
+        reports = build_indexes(kg, what, embedder, index_type, rebuild, progress=True, checkpoint_vectors=checkpoint)
+    if as_json:
+        echo_json([r.to_json() for r in reports])
+        return
+    for r in reports:
+        state = "up to date" if r.up_to_date else f"added {r.added:,}" + (" (resumed)" if r.resumed else "")
+        click.echo(f"{r.kind}: {state}; {r.total:,} vectors, {r.index_type}, {r.seconds:.1f}s")
+
+
+@main.command()
+@click.argument("text")
+@db_option()
+@click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates to show.")
+@click.option("--embed-model", "embed_model", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The model the entity index was built with, when not the bundled one.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly_errors
+def link(text: str, db: Path, k: int, embed_model: Path | None, as_json: bool) -> None:
+    """Entities TEXT is about: exact names, full-text search and the vector index, merged."""
+    from dataclasses import asdict
+
+    from localkg.indexes.embedding import Embedder
+    from localkg.indexes.linking import EntityLinker
+    from localkg.store import KG
+
+    with KG.open(db, read_only=True) as kg:
+        linker = EntityLinker(kg, Embedder(embed_model) if embed_model else None)
+        candidates = linker.link(text, k=k)
+    if as_json:
+        echo_json([asdict(c) for c in candidates])
+        return
+    if not candidates:
+        click.echo("no entity found")
+    for c in candidates:
+        click.echo(f"{c.score:.3f}\t{c.id}\t{c.name}\t{c.reason}")

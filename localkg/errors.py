@@ -82,3 +82,11 @@ class DatasetError(LocalKGError):
 
 class EvaluationError(LocalKGError):
     """An evaluation run cannot start or continue (its output folder holds another run, say)."""
+
+
+class IndexBuildError(LocalKGError):
+    """An index cannot be built as asked (unknown index type, too few vectors to train it)."""
+
+
+class IndexMismatchError(LocalKGError):
+    """An index was built with another embedding model than the one asked to search it."""
