@@ -118,7 +118,8 @@ class _Beam:
 
 
 def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_depth: int = 3, beam: int = 5,
-                        max_frontier: int = 50, depth_penalty: float = 0.05, examples: int = 3) -> list[RelationPath]:
+                        max_frontier: int = 50, relation_sample: int = 5, depth_penalty: float = 0.05,
+                        examples: int = 3) -> list[RelationPath]:
     """Relation paths of 1..``max_depth`` hops from ``topic``, best first.
 
     Beam search: at each depth every relation at the beam's frontier nodes is a candidate
@@ -126,8 +127,10 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
     topic's name taken out, to the words of the whole path (``starred actors in language``);
     the ``beam`` best extensions are walked. A path's score is its similarity minus
     ``depth_penalty`` per hop beyond the first, because a longer path's text matches more
-    words of any question. Frontiers keep the ``max_frontier`` most reached nodes, so hubs
-    cost a bounded number of queries.
+    words of any question. Frontiers keep the ``max_frontier`` most reached nodes, and the
+    candidate relations are read from the ``relation_sample`` most reached of them (nodes
+    reached the same way mostly share their relations), so hubs cost a bounded number of
+    queries.
     """
     record = kg.node(topic)
     start = Node(record.id, record.name or record.value, record.kind)
@@ -139,7 +142,7 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
         candidates: list[tuple[_Beam, tuple[str, str], str]] = []
         for current in beams:
             seen: set[tuple[str, str]] = set()
-            for entity in current.frontier:
+            for entity in list(current.frontier)[:relation_sample]:
                 if entity not in relation_cache:
                     relation_cache[entity] = kg.relations(entity)
                 for count in relation_cache[entity]:
@@ -149,7 +152,7 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
                         candidates.append((current, key, readable_relation(count.label)))
         if not candidates:
             break
-        texts = [" ".join((*current.labels, label)) for current, _key, label in candidates]
+        texts = [_path_text((*current.labels, label)) for current, _key, label in candidates]
         similarities = scorer.score(query, texts)
         order = sorted(range(len(candidates)), key=lambda i: -float(similarities[i]))
         next_beams = []
@@ -165,6 +168,13 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
         beams = next_beams
     ranked = [_relation_path(topic, b, depth_penalty, examples) for b in finished]
     return sorted(ranked, key=lambda p: -p.score)
+
+
+def _path_text(labels: tuple[str, ...]) -> str:
+    """The words of a path, a relation walked there and back (``directed by directed by``, the
+    films of a film's director) said once: the repetition adds no meaning, and the depth
+    penalty then prefers the shorter path unless the longer one matches better."""
+    return " ".join(label for position, label in enumerate(labels) if position == 0 or label != labels[position - 1])
 
 
 def _without_mention(question: str, name: str) -> str:
@@ -198,7 +208,7 @@ def _relation_path(topic: str, beam: _Beam, depth_penalty: float, examples: int)
     return RelationPath(
         topic=topic,
         steps=beam.steps,
-        text=" ".join(beam.labels),
+        text=_path_text(beam.labels),
         similarity=beam.similarity,
         score=beam.similarity - depth_penalty * (len(beam.steps) - 1),
         tails=tuple(r.node for r in reaches),
@@ -217,8 +227,8 @@ class EmbedPathReasoner(Reasoner):
 
     name = "embed-path"
     uses_llm = False
-    defaults: dict[str, Any] = {"max_depth": 3, "beam": 5, "max_frontier": 50, "depth_penalty": 0.05,
-                                "max_answers": 50}
+    defaults: dict[str, Any] = {"max_depth": 3, "beam": 5, "max_frontier": 50, "relation_sample": 5,
+                                "depth_penalty": 0.05, "max_answers": 50}
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         best: list[RelationPath] = []
@@ -226,6 +236,7 @@ class EmbedPathReasoner(Reasoner):
             paths = rank_relation_paths(self.kg, self.context.scorer, question, topic,
                                         max_depth=self.config["max_depth"], beam=self.config["beam"],
                                         max_frontier=self.config["max_frontier"],
+                                        relation_sample=self.config["relation_sample"],
                                         depth_penalty=self.config["depth_penalty"])
             if paths:
                 best.append(paths[0])
