@@ -4,20 +4,29 @@
   (its ``usage`` is the accounting).
 * ``constrained``: grammar-constrained greedy decoding. llama-cpp-python's
   own grammar path checks *every* vocabulary entry against the grammar at
-  every step; with Gemma 3's 262k-token vocabulary that costs about half a
-  second per token on a laptop core, far more than the model itself. Under
-  greedy decoding the answer is the highest-logit token the grammar accepts,
-  so we check the model's top 64 tokens first and widen only when none fits —
-  the same token llama.cpp would pick (checked against it in the tests), at a
-  fraction of the cost. The grammar sampler is llama.cpp's own
+  every step; with Gemma 3's 262k-token vocabulary that is slower than the
+  model itself (bench/llm_speed.py measures both). Under greedy decoding the
+  answer is the highest-logit token the grammar accepts, so we check the
+  model's top 64 tokens first and widen only when none fits — the same token
+  llama.cpp picks (the tests replay calls through llama-cpp's grammar path),
+  at a fraction of the cost. The grammar sampler is llama.cpp's own
   (``llama_sampler_init_grammar``), so the language accepted is identical.
 * ``next_logprobs``: the next-token distribution after a token sequence, for
   scoring labels (see ``scoring.py``).
 
-All three reuse the KV cache for the longest prefix shared with the previous
-call, so prompts that share a long head (few-shot examples, the same
-question) are evaluated once. A lock serialises calls: a llama context is
-not thread-safe.
+Determinism and the KV cache. llama.cpp's CPU kernels give slightly
+different numbers for the same position depending on the batch it was
+computed in (rows in groups of four take a GEMM kernel, the rest a GEMV
+one), enough to move a log-probability by 0.5 or more. Reusing whatever
+prefix the previous call left in the cache would make an answer depend on
+the calls before it. So every prompt is evaluated *canonically*: in batches
+of ``CHUNK`` tokens aligned at position 0, then answer tokens one at a time.
+A later call reuses only the whole chunks it shares with the cached prompt
+(identical tokens, computed the same way), so prompts with a long common
+head (few-shot examples) are still evaluated once, and the same call gives
+the same numbers whatever ran before. The model is created with
+``n_batch = CHUNK`` so llama-cpp's own evaluation from an empty cache is
+canonical too. A lock serialises calls: a llama context is not thread-safe.
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ import numpy as np
 from localkg.llm.scoring import log_softmax
 
 FIRST_CANDIDATES = 64
+CHUNK = 64  # a multiple of 4, so every full chunk takes the same kernels
 
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
@@ -52,6 +62,7 @@ class Engine:
     key: EngineKey
     llama: Any
     lock: threading.RLock = field(default_factory=threading.RLock)
+    _prompt_length: int = 0  # the cache holds a canonically evaluated prompt of this length
 
     @classmethod
     def load(cls, key: EngineKey, seed: int = 0) -> "Engine":
@@ -59,7 +70,7 @@ class Engine:
 
         llama = Llama(model_path=key.path, n_ctx=key.n_ctx, n_gpu_layers=key.n_gpu_layers,
                       n_threads=key.n_threads, n_threads_batch=key.n_threads, seed=seed,
-                      logits_all=False, verbose=False)
+                      n_batch=CHUNK, n_ubatch=CHUNK, logits_all=False, verbose=False)
         return cls(key=key, llama=llama)
 
     # ------------------------------------------------------------------------------ tokens
@@ -102,16 +113,20 @@ class Engine:
     # ------------------------------------------------------------------------ generation
     def complete(self, prompt_tokens: list[int], *, max_tokens: int, stop: list[str] | None,
                  seed: int) -> tuple[str, dict[str, int]]:
-        """Greedy free text; returns the text and llama-cpp's ``usage``."""
+        """Greedy free text; returns the text and llama-cpp's ``usage``. The cache is cleared first so
+        llama-cpp evaluates the prompt canonically (its own prefix reuse is not chunk-aligned)."""
         with self.lock:
+            self.llama.reset()
             response = self.llama.create_completion(prompt_tokens, max_tokens=max_tokens, temperature=0.0,
                                                     seed=seed, stop=stop or [])
+            self._prompt_length = len(prompt_tokens)
         return response["choices"][0]["text"], dict(response["usage"])
 
     def constrained(self, prompt_tokens: list[int], grammar: str, *, max_tokens: int) -> tuple[str, int]:
         """Greedy decoding under a GBNF grammar; returns the text and the number of tokens generated."""
         import llama_cpp
 
+        prompt = list(prompt_tokens)
         with self.lock:
             sampler = llama_cpp.llama_sampler_init_grammar(self.llama._model.vocab, grammar.encode("utf-8"),
                                                            b"root")
@@ -119,43 +134,54 @@ class Engine:
                 raise ValueError(f"llama.cpp rejected the grammar:\n{grammar}")
             try:
                 generated: list[int] = []
-                logits = self._evaluate(list(prompt_tokens))
+                logits = self._evaluate(prompt, len(prompt))
                 for _ in range(max_tokens):
                     token = self._pick(sampler, logits)
                     if token is None or token in self._end_set:
                         break
                     llama_cpp.llama_sampler_accept(sampler, token)
                     generated.append(token)
-                    logits = self._evaluate(list(prompt_tokens) + generated)
+                    logits = self._evaluate(prompt + generated, len(prompt))
             finally:
                 llama_cpp.llama_sampler_free(sampler)
-        return self.detokenize(generated, prev_tokens=list(prompt_tokens)), len(generated)
+        return self.detokenize(generated, prev_tokens=prompt), len(generated)
 
-    def next_logprobs(self, tokens: list[int]) -> np.ndarray:
-        """Log-probabilities of every next token after ``tokens``."""
+    def next_logprobs(self, tokens: list[int], prompt_length: int) -> np.ndarray:
+        """Log-probabilities of every next token after ``tokens``, whose first ``prompt_length``
+        tokens are the prompt (evaluated canonically) and the rest answer tokens."""
         with self.lock:
-            return log_softmax(self._evaluate(tokens))
+            return log_softmax(self._evaluate(tokens, prompt_length))
 
     # ------------------------------------------------------------------------- internals
     @cached_property
     def _end_set(self) -> frozenset[int]:
         return frozenset(int(t) for t in self.end_tokens)
 
-    def _evaluate(self, tokens: list[int]) -> np.ndarray:
-        """Bring the context to ``tokens`` (reusing the cached prefix) and return the last logits."""
+    def _evaluate(self, tokens: list[int], prompt_length: int) -> np.ndarray:
+        """Bring the context to ``tokens`` canonically, reusing what the cache holds of it, and return
+        the logits after the last token."""
         import llama_cpp
 
         llama = self.llama
-        if not tokens:
-            raise ValueError("nothing to evaluate")
+        if not tokens or not 0 < prompt_length <= len(tokens):
+            raise ValueError("nothing to evaluate, or a prompt length outside the tokens")
         limit = min(llama.n_tokens, len(tokens) - 1)  # evaluate at least one token to get fresh logits
         differs = llama.input_ids[:limit] != np.asarray(tokens[:limit], dtype=llama.input_ids.dtype)
-        shared = int(np.argmax(differs)) if differs.any() else limit
-        if shared == 0 or not llama._ctx.kv_cache_seq_rm(-1, shared, -1):
+        keep = int(np.argmax(differs)) if differs.any() else limit
+        if not (self._prompt_length == prompt_length and keep >= prompt_length):
+            # another prompt: keep only whole chunks both prompts computed as whole chunks
+            keep = min(keep, self._prompt_length, prompt_length) // CHUNK * CHUNK
+        if keep == 0 or not llama._ctx.kv_cache_seq_rm(-1, keep, -1):
             llama.reset()
-            shared = 0
-        llama.n_tokens = shared
-        llama.eval(tokens[shared:])
+            keep = 0
+        llama.n_tokens = keep
+        while keep < prompt_length:
+            end = min((keep // CHUNK + 1) * CHUNK, prompt_length)
+            llama.eval(tokens[keep:end])
+            keep = end
+        for position in range(keep, len(tokens)):
+            llama.eval(tokens[position:position + 1])
+        self._prompt_length = prompt_length
         pointer = llama_cpp.llama_get_logits_ith(llama.ctx, -1)
         return np.ctypeslib.as_array(pointer, shape=(llama.n_vocab(),)).copy()
 

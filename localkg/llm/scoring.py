@@ -10,9 +10,9 @@ another ("1" and "12"), the shorter one gets the mass of *not* continuing with
 any of the longer ones' next tokens.
 
 This needs only the last position's logits (no ``logits_all``, which would
-keep n_ctx × vocabulary floats), and each evaluation reuses the model's KV
-cache for the longest common prefix, so scoring n options costs one prompt
-evaluation plus a handful of one-token steps.
+keep n_ctx × vocabulary floats), and each evaluation after the first reuses
+the prompt in the KV cache, so scoring n options costs one prompt evaluation
+plus a handful of one-token steps.
 """
 from __future__ import annotations
 
@@ -21,14 +21,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-NextLogprobs = Callable[[list[int]], np.ndarray]
+NextLogprobs = Callable[[list[int], int], np.ndarray]
 
 
 def label_logprobs(next_logprobs: NextLogprobs, sequences: Sequence[list[int]]) -> list[float]:
     """Log-probability of each full token sequence's tail after the sequences' common prefix.
 
-    ``sequences[i]`` is the tokenised prompt followed by label i; ``next_logprobs(tokens)``
-    returns the log-softmax of the next-token logits after ``tokens``.
+    ``sequences[i]`` is the tokenised prompt followed by label i; ``next_logprobs(tokens, n)``
+    returns the log-softmax of the next-token logits after ``tokens``, of which the first ``n``
+    are the shared prompt.
     """
     if not sequences:
         return []
@@ -37,12 +38,12 @@ def label_logprobs(next_logprobs: NextLogprobs, sequences: Sequence[list[int]]) 
     if prefix < 1:
         raise ValueError("labels must follow a non-empty shared prompt")
     result = [0.0] * len(sequences)
-    _walk(next_logprobs, list(sequences[0][:prefix]), [(i, list(s[prefix:])) for i, s in enumerate(sequences)],
-          0.0, result)
+    _walk(lambda tokens: next_logprobs(tokens, prefix), list(sequences[0][:prefix]),
+          [(i, list(s[prefix:])) for i, s in enumerate(sequences)], 0.0, result)
     return result
 
 
-def _walk(next_logprobs: NextLogprobs, context: list[int], tails: list[tuple[int, list[int]]],
+def _walk(next_logprobs: Callable[[list[int]], np.ndarray], context: list[int], tails: list[tuple[int, list[int]]],
           base: float, result: list[float]) -> None:
     ended = [i for i, tail in tails if not tail]
     going = [(i, tail) for i, tail in tails if tail]
