@@ -212,10 +212,14 @@ class GraphWriter:
         self._changed = self._changed or counts.facts_added > 0 or counts.nodes_added > 0 or counts.nodes_updated > 0
         return counts
 
-    def _copy(self, table: str, columns: dict[str, pa.Array | list]) -> None:
-        path = self.staging / f"{table}.parquet"
+    def _stage(self, name: str, columns: dict[str, pa.Array | list]) -> str:
+        """Write rows to a staging Parquet file; return its path, quoted-safe for a Cypher literal."""
+        path = self.staging / f"{name}.parquet"
         pq.write_table(pa.table(columns), path)
-        self.kg.execute(f"COPY {table} FROM '{_quote_path(path)}'")
+        return _quote_path(path)
+
+    def _copy(self, table: str, columns: dict[str, pa.Array | list]) -> None:
+        self.kg.execute(f"COPY {table} FROM '{self._stage(table, columns)}'")
 
     def _write_relations(self, batch: FactBatch) -> None:
         wanted = set(batch.relations) | set(batch.relation_info)
@@ -263,20 +267,26 @@ class GraphWriter:
                 "hub": pa.array([False] * len(records), pa.bool_()),
             })
             pending["nodes"] = hashes[~known]
-        updates = [
-            {"id": node_id, "name": a.name, "kind": a.kind, "aliases": a.aliases, "description": a.description,
-             "types": a.types}
-            for node_id, seen in zip(ids, known) if seen and (a := batch.nodes[node_id]).explicit
-        ]
-        for chunk in _chunks(updates, _UPDATE_BATCH):
+        updated = [node_id for node_id, seen in zip(ids, known) if seen and batch.nodes[node_id].explicit]
+        if updated:
+            # Staged rows read with LOAD FROM are matched by primary key; `UNWIND $rows ... MATCH`
+            # scanned the table once per row (38 s for 5,000 rows against 200k nodes).
+            records = [batch.nodes[node_id] for node_id in updated]
+            path = self._stage("NodeUpdate", {
+                "id": updated,
+                "name": [r.name for r in records],
+                "kind": [r.kind for r in records],
+                "aliases": pa.array([r.aliases for r in records], pa.list_(pa.string())),
+                "description": [r.description for r in records],
+                "types": pa.array([r.types for r in records], pa.list_(pa.string())),
+            })
             self.kg.execute(
-                "UNWIND $rows AS row MATCH (n:Node {id: row.id}) SET "
-                "n.name = CASE WHEN row.name = '' THEN n.name ELSE row.name END, n.kind = row.kind, "
-                "n.aliases = list_distinct(list_concat(coalesce(n.aliases, []), row.aliases)), "
-                "n.description = CASE WHEN row.description = '' THEN n.description ELSE row.description END, "
-                "n.types = list_distinct(list_concat(coalesce(n.types, []), row.types))",
-                {"rows": chunk})
-        return len(new_ids), len(updates)
+                f"LOAD FROM '{path}' MATCH (n:Node {{id: id}}) SET "
+                "n.name = CASE WHEN name = '' THEN n.name ELSE name END, n.kind = kind, "
+                "n.aliases = list_distinct(list_concat(coalesce(n.aliases, []), aliases)), "
+                "n.description = CASE WHEN description = '' THEN n.description ELSE description END, "
+                "n.types = list_distinct(list_concat(coalesce(n.types, []), types))")
+        return len(new_ids), len(updated)
 
     def _write_labels(self, batch: FactBatch, pending: dict[str, np.ndarray]) -> None:
         pairs: dict[tuple[str, str], str] = {}
@@ -336,10 +346,9 @@ class GraphWriter:
         pairs = list(per_pair)
         self._copy("HasRel", {"from": [p[0] for p in pairs], "to": [p[1] for p in pairs], "dir": [p[2] for p in pairs],
                               "n": pa.array([per_pair[p] for p in pairs], pa.int64())})
-        rows = [{"id": relation, "n": n} for relation, n in per_relation.items()]
-        for chunk in _chunks(rows, _UPDATE_BATCH):
-            self.kg.execute("UNWIND $rows AS row MATCH (r:Relation {id: row.id}) SET r.facts = r.facts + row.n",
-                            {"rows": chunk})
+        path = self._stage("RelationCount", {"id": list(per_relation),
+                                             "n": pa.array(list(per_relation.values()), pa.int64())})
+        self.kg.execute(f"LOAD FROM '{path}' MATCH (r:Relation {{id: id}}) SET r.facts = r.facts + n")
 
 
 def _chunks(rows: list, size: int) -> Iterable[list]:
