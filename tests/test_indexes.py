@@ -162,19 +162,19 @@ def test_index_type_by_size_and_memory_per_vector() -> None:
 def test_ivfpq_index_saves_loads_and_finds_near_duplicates(tmp_path: Path) -> None:
     """Real FAISS IVF-PQ on random unit vectors (no model needed to check the persistence)."""
     rng = np.random.default_rng(0)
-    vectors = rng.standard_normal((3000, 64)).astype(np.float32)
+    vectors = rng.standard_normal((1500, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    meta = IndexMeta(kind="entities", model="m", model_path="", dim=64, index_type="ivfpq")
-    index = VectorIndex.create(tmp_path / "ix", meta, len(vectors))
+    meta = IndexMeta(kind="entities", model="m", model_path="", dim=32, index_type="ivfpq")
+    index = VectorIndex.create(tmp_path / "ix", meta, expected_vectors=100)  # 40 lists: quick to train
     index.index.train(vectors)
     ids = [f"n{i}" for i in range(len(vectors))]
-    index.add(vectors[:2000], ids[:2000], ids[:2000])
+    index.add(vectors[:1000], ids[:1000], ids[:1000])
     index.save(generation=3, complete=False)
-    index.add(vectors[2000:], ids[2000:], ids[2000:])
+    index.add(vectors[1000:], ids[1000:], ids[1000:])
     index.save(generation=3, complete=True)
 
     loaded = VectorIndex.load(tmp_path / "ix")
-    assert loaded.meta.count == 3000 and loaded.meta.parts == 2 and loaded.meta.bytes_per_vector == 16
-    noisy = vectors[[5, 2500]] + 0.05 * rng.standard_normal((2, 64)).astype(np.float32)
+    assert loaded.meta.count == 1500 and loaded.meta.parts == 2 and loaded.meta.bytes_per_vector == 4 + 8
+    noisy = vectors[[5, 1200]] + 0.05 * rng.standard_normal((2, 32)).astype(np.float32)
     hits = loaded.search(noisy / np.linalg.norm(noisy, axis=1, keepdims=True), 5)
-    assert "n5" in [h[0] for h in hits[0]] and "n2500" in [h[0] for h in hits[1]]
+    assert "n5" in [h[0] for h in hits[0]] and "n1200" in [h[0] for h in hits[1]]
