@@ -86,6 +86,12 @@ class Services:
             self._scorer = RelevanceScorer()
         return self._scorer
 
+    def warm_up(self, with_llm: bool) -> None:
+        """Load the models before the first question, so its wall time is its own."""
+        self.scorer().embedder  # the property loads the model
+        if with_llm:
+            self.llm()
+
     @property
     def model_name(self) -> str:
         """The LLM's name once it has been used, else "none"."""
@@ -143,6 +149,8 @@ def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True) ->
     done = _prepare_output(out, config, resume)
     todo = [q for q in questions if q.id not in done]
     services = Services(config.model, config.seed)
+    if todo:
+        services.warm_up(reasoner_class.uses_llm)
     with (out / PREDICTIONS).open("a", encoding="utf-8") as handle:
         bar = tqdm(total=len(questions), initial=len(questions) - len(todo), desc=f"eval {config.reasoner}",
                    unit="q", disable=not progress)

@@ -3,8 +3,8 @@
 * ``io`` asks the LLM the question directly (few-shot completion, names only).
 * ``cot`` lets the LLM reason first, then asks for the answer.
 * ``embed-path`` uses no LLM: from each topic entity it grows relation paths
-  (beam search, up to 3 hops) scored by the cosine similarity of the path's
-  relation text to the question, and answers with the ends of the best path.
+  (beam search, up to 3 hops) scored by the similarity of the path's relations
+  to the question, and answers with the ends of the best path.
   :func:`rank_relation_paths` is the reusable part: graph reasoners can use it
   to prune relations before the LLM sees them.
 
@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from localkg import prompts
+from localkg.indexes.stems import content_stems
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.store.kg import KG
 from localkg.store.model import IN, OUT, Node, Path, Step, Triple
@@ -123,9 +126,9 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
     """Relation paths of 1..``max_depth`` hops from ``topic``, best first.
 
     Beam search: at each depth every relation at the beam's frontier nodes is a candidate
-    extension, scored by the cosine similarity (``scorer.score``) of the question, with the
-    topic's name taken out, to the words of the whole path (``starred actors in language``);
-    the ``beam`` best extensions are walked. A path's score is its similarity minus
+    extension, scored by :func:`path_similarities` of the question, with the topic's name
+    taken out, to the whole path (``starred actors`` + ``in language``); the ``beam`` best
+    extensions are walked. A path's score is its similarity minus
     ``depth_penalty`` per hop beyond the first, because a longer path's text matches more
     words of any question. Frontiers keep the ``max_frontier`` most reached nodes, and the
     candidate relations are read from the ``relation_sample`` most reached of them (nodes
@@ -152,8 +155,7 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
                         candidates.append((current, key, readable_relation(count.label)))
         if not candidates:
             break
-        texts = [_path_text((*current.labels, label)) for current, _key, label in candidates]
-        similarities = scorer.score(query, texts)
+        similarities = path_similarities(scorer, query, [(*current.labels, label) for current, _key, label in candidates])
         order = sorted(range(len(candidates)), key=lambda i: -float(similarities[i]))
         next_beams = []
         for index in order:
@@ -170,11 +172,38 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
     return sorted(ranked, key=lambda p: -p.score)
 
 
-def _path_text(labels: tuple[str, ...]) -> str:
-    """The words of a path, a relation walked there and back (``directed by directed by``, the
+def path_similarities(scorer: Any, question: str, paths: Sequence[tuple[str, ...]]) -> np.ndarray:
+    """How well each relation path (its relations' words) matches the question.
+
+    A path is embedded as the normalised sum of its relations' embeddings, a bag of
+    relations, so only relation labels are ever encoded, and the scorer caches them across
+    questions (embedding every joined path text instead costs an encoder batch per hop).
+    The score is the cosine to the question plus the scorer's lexical share: the fraction
+    of the path's content-word stems that the question contains, as in
+    ``RelevanceScorer.score``.
+    """
+    if not paths:
+        return np.zeros(0, dtype=np.float32)
+    labels = list(dict.fromkeys(label for path in paths for label in path))
+    vectors = dict(zip(labels, scorer.text_vectors(labels)))
+    query = scorer.query_vector(question)
+    question_stems = content_stems(question)
+    scores = np.empty(len(paths), dtype=np.float32)
+    for position, path in enumerate(paths):
+        said = _said_once(path)
+        total = np.sum([vectors[label] for label in said], axis=0)
+        cosine = float(total @ query) / (float(np.linalg.norm(total)) or 1.0)
+        stems = frozenset().union(*(content_stems(label) for label in said))
+        lexical = len(stems & question_stems) / len(stems) if stems else 0.0
+        scores[position] = cosine + scorer.lexical_weight * lexical
+    return scores
+
+
+def _said_once(labels: tuple[str, ...]) -> tuple[str, ...]:
+    """A path's labels with a relation walked there and back (``directed by``, ``directed by``: the
     films of a film's director) said once: the repetition adds no meaning, and the depth
     penalty then prefers the shorter path unless the longer one matches better."""
-    return " ".join(label for position, label in enumerate(labels) if position == 0 or label != labels[position - 1])
+    return tuple(label for position, label in enumerate(labels) if position == 0 or label != labels[position - 1])
 
 
 def _without_mention(question: str, name: str) -> str:
@@ -208,7 +237,7 @@ def _relation_path(topic: str, beam: _Beam, depth_penalty: float, examples: int)
     return RelationPath(
         topic=topic,
         steps=beam.steps,
-        text=_path_text(beam.labels),
+        text=" ".join(_said_once(beam.labels)),
         similarity=beam.similarity,
         score=beam.similarity - depth_penalty * (len(beam.steps) - 1),
         tails=tuple(r.node for r in reaches),
@@ -227,7 +256,7 @@ class EmbedPathReasoner(Reasoner):
 
     name = "embed-path"
     uses_llm = False
-    defaults: dict[str, Any] = {"max_depth": 3, "beam": 5, "max_frontier": 50, "relation_sample": 5,
+    defaults: dict[str, Any] = {"max_depth": 3, "beam": 3, "max_frontier": 50, "relation_sample": 5,
                                 "depth_penalty": 0.05, "max_answers": 50}
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:

@@ -1,0 +1,162 @@
+"""``localkg eval`` end to end: a MetaQA sample with embed-path (real store, real MiniLM
+scorer, no LLM), resume after a killed run, the RoG fixture, ``eval compare`` and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from localkg.cli import main
+from localkg.evaluation.datasets import read_questions
+from localkg.evaluation.harness import select_questions
+from localkg.evaluation.metrics import Prediction, score_question
+from localkg.store import KG
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+HEADLINE = {"n", "hits@1", "hit", "f1", "em_loose", "llm_calls_per_q", "prompt_tokens_per_q",
+            "completion_tokens_per_q", "seconds_per_q"}
+HUB = 200  # nodes with more facts than this (genres, languages) are left out of the sample graph
+
+
+@pytest.fixture(scope="module")
+def metaqa_sample(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> tuple[Path, Path]:
+    """40 MetaQA dev questions (30 one-hop, 10 two-hop) with their qtype file, and a store with
+    the MetaQA facts around their topic entities (enough to answer them)."""
+    folder = tmp_path_factory.mktemp("metaqa-sample")
+    lines, qtypes = [], []
+    for hop, count in ((1, 30), (2, 10)):
+        lines += (shared / "metaqa" / f"{hop}-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()[:count]
+        qtypes += (shared / "metaqa" / f"{hop}-hop" / "qa_dev_qtype.txt").read_text().splitlines()[:count]
+    questions = folder / "qa_dev.txt"
+    questions.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "qa_dev_qtype.txt").write_text("\n".join(qtypes) + "\n")
+
+    incident = defaultdict(list)
+    for line in (shared / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines():
+        head, relation, tail = line.split("|")
+        incident[head].append((head, relation, tail))
+        incident[tail].append((head, relation, tail))
+    topics = {re.search(r"\[(.+?)\]", line).group(1) for line in lines}
+    around = set(topics) | {end for t in topics for h, _, tl in incident[t] for end in (h, tl)}
+    facts = sorted({fact for node in around if len(incident[node]) <= HUB for fact in incident[node]})
+    db = folder / "db"
+    kg = KG.create(db)
+    kg.add_triples(facts)
+    kg.close()
+    return questions, db
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, ["eval", *map(str, args)], catch_exceptions=False)
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_eval_metaqa_sample(metaqa_sample, tmp_path: Path) -> None:
+    questions, db = metaqa_sample
+    out = tmp_path / "run"
+    result = invoke(questions, "--db", db, "--reasoner", "embed-path", "--sample", 8, "--seed", 3, "--out", out)
+    assert result.exit_code == 0, result.output
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == HEADLINE | {"dataset", "reasoner", "model", "topic_entities", "breakdowns"}
+    assert all(isinstance(summary[key], (int, float)) for key in HEADLINE)
+    assert summary["n"] == 8 and summary["reasoner"] == "embed-path" and summary["model"] == "none"
+    assert summary["topic_entities"] == "gold" and summary["llm_calls_per_q"] == 0
+
+    expected = [q.id for q in select_questions(read_questions(questions), 8, 3, None)]
+    records = lines_of(out / "predictions.jsonl")
+    assert [r["qid"] for r in records] == expected            # the seeded sample, in file order
+    for record in records:                                     # each line carries its own metric
+        score = score_question([Prediction(a["id"], a["name"]) for a in record["answers"]], record["gold"])
+        assert record["metrics"] == score.to_json()
+        assert record["evidence"] and record["trace"]["kg"]
+    assert summary["hits@1"] == pytest.approx(sum(r["metrics"]["hits@1"] for r in records) / 8)
+    one_hop = summary["breakdowns"]["by_hop"]["1"]
+    assert one_hop["hits@1"] >= 0.5                           # embed-path answers most one-hop questions
+    assert set(summary["breakdowns"]["cost"]) == {"llm_calls", "prompt_tokens", "completion_tokens",
+                                                  "kg_queries", "seconds"}
+
+    report = (out / "report.md").read_text()
+    assert "## Accuracy" in report and "em_loose (ToG-style)" in report and "## By question type" in report
+    for plot in ("accuracy_by_hop.png", "cost_distribution.png"):
+        assert plot in report and (out / plot).read_bytes()[:4] == b"\x89PNG"
+
+    again = invoke(questions, "--db", db, "--reasoner", "embed-path", "--sample", 8, "--seed", 3, "--out", out)
+    assert again.exit_code != 0 and "already holds predictions" in again.output
+    other = invoke(questions, "--db", db, "--reasoner", "embed-path", "--sample", 8, "--seed", 4, "--out", out,
+                   "--resume")
+    assert other.exit_code != 0 and "different seed" in other.output
+
+
+def test_resume_after_a_killed_run(metaqa_sample, tmp_path: Path) -> None:
+    questions, db = metaqa_sample
+    out = tmp_path / "run"
+    predictions = out / "predictions.jsonl"
+    command = [sys.executable, "-c", "from localkg.cli import main; main()", "eval", str(questions), "--db", str(db),
+               "--reasoner", "embed-path", "--out", str(out)]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while not (predictions.exists() and predictions.read_bytes().count(b"\n") >= 2):
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < deadline, "the run wrote no predictions in time"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    process.stderr.close()
+    before = predictions.read_text(encoding="utf-8").splitlines()
+    assert 2 <= len(before) < 40, "the run was not interrupted"
+    with predictions.open("a", encoding="utf-8") as handle:   # what a kill in mid-write leaves behind
+        handle.write('{"qid": "qa_dev:3', )
+
+    result = invoke(questions, "--db", db, "--reasoner", "embed-path", "--out", out, "--resume")
+    assert result.exit_code == 0, result.output
+    after = predictions.read_text(encoding="utf-8").splitlines()
+    qids = [json.loads(line)["qid"] for line in after]
+    assert len(qids) == 40 and len(set(qids)) == 40              # every question once, none twice
+    assert after[:len(before)] == before                        # finished questions were not redone
+    assert json.loads((out / "summary.json").read_text())["n"] == 40
+
+
+def test_eval_rog_fixture_without_db(tmp_path: Path) -> None:
+    out = tmp_path / "rog"
+    result = invoke(FIXTURES / "rog_tiny.jsonl", "--reasoner", "embed-path", "--out", out)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n"] == 3 and summary["topic_entities"] == "gold"
+    assert summary["hits@1"] >= 2 / 3
+    first = lines_of(out / "predictions.jsonl")[0]
+    assert first["answers"][0]["name"] == "Mark Sandrich"
+    assert first["evidence"][0]["text"] == "Top Hat —film.film.directed_by→ Mark Sandrich"
+
+    compared = CliRunner().invoke(main, ["eval", "compare", str(out), str(out), "--out", str(tmp_path / "cmp")])
+    assert compared.exit_code == 0, compared.output
+    assert compared.output.count("| embed-path |") == 2
+    assert (tmp_path / "cmp" / "compare.png").read_bytes()[:4] == b"\x89PNG"
+    assert "hits@1" in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def test_bad_input_is_one_clear_line(metaqa_sample, tmp_path: Path) -> None:
+    questions, db = metaqa_sample
+    no_db = invoke(questions, "--out", tmp_path / "a")
+    assert no_db.exit_code == 1 and "--db is needed" in no_db.output
+    bad_setting = invoke(questions, "--db", db, "--set", "depth=2", "--out", tmp_path / "b")
+    assert bad_setting.exit_code == 1 and "embed-path has no setting depth" in bad_setting.output
+    not_a_setting = invoke(questions, "--db", db, "--set", "depth", "--out", tmp_path / "c")
+    assert not_a_setting.exit_code == 2 and "KEY=VALUE" in not_a_setting.output
+    no_reasoner = invoke(questions, "--db", db, "--reasoner", "oracle", "--out", tmp_path / "d")
+    assert no_reasoner.exit_code == 1 and "no reasoner named 'oracle'" in no_reasoner.output
+    no_runs = CliRunner().invoke(main, ["eval", "compare", str(tmp_path)])
+    assert no_runs.exit_code == 1 and "holds no summary.json" in no_runs.output
