@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 from localkg import prompts
 from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.baselines import readable_relation
+from localkg.reasoners.baselines import path_similarities, readable_relation
 from localkg.store.kg import KG
 from localkg.store.model import IN, LITERAL, OUT, Node, Path, Step, Triple
 
@@ -114,9 +114,9 @@ def path_to(node_id: str, via: dict[str, Step], limit: int = 8) -> Path:
     return Path(tuple(reversed(steps)))
 
 
-def path_words(node_id: str, via: dict[str, Step]) -> str:
-    """The relation words of the path that reached ``node_id`` (empty for a topic entity)."""
-    return " ".join(readable_relation(step.triple.relation) for step in path_to(node_id, via).steps)
+def path_labels(node_id: str, via: dict[str, Step]) -> tuple[str, ...]:
+    """The relation words of the path that reached ``node_id`` (none for a topic entity)."""
+    return tuple(readable_relation(step.triple.relation) for step in path_to(node_id, via).steps)
 
 
 def bulleted(lines: Sequence[str], empty: str = "(none yet)") -> str:
@@ -185,9 +185,9 @@ class GraphExplorer:
                 notes: list[str], step_prefix: str = "") -> Exploration:
         """One depth from ``frontier``. ``query`` is what candidates are ranked against;
         ``visited`` nodes are not reached again; ``via`` says how earlier entities were reached
-        (a relation is ranked with the relations of the path that led to it, as embed-path does:
-        "directed by in language" matches "languages of the films directed by" where "in
-        language" alone does not); ``exclude`` holds (entity, relation, direction) moves that must
+        (a relation is ranked with the relations of the path that led to it, by embed-path's
+        ``path_similarities``: "directed by" + "in language" matches "languages of the films
+        directed by" where "in language" alone does not); ``exclude`` holds (entity, relation, direction) moves that must
         not be offered (PPoGA's failed paths)."""
         exploration = Exploration()
         options = self._relation_options(frontier, query, exclude, via)
@@ -225,8 +225,8 @@ class GraphExplorer:
         if not pooled:
             return []
         keys = list(pooled)
-        texts = [f"{path_words(pooled[key][1][0].id, via)} {readable_relation(pooled[key][0])}".strip() for key in keys]
-        scores = self.scorer.score(query, texts)
+        scores = path_similarities(self.scorer, query, [(*path_labels(pooled[key][1][0].id, via),
+                                                         readable_relation(pooled[key][0])) for key in keys])
         order = sorted(range(len(keys)), key=lambda i: (-float(scores[i]), keys[i]))
         return [RelationOption(keys[i][0], keys[i][1], pooled[keys[i]][0], tuple(pooled[keys[i]][1])) for i in order]
 

@@ -1,0 +1,399 @@
+"""Paths-over-Graph (Tan et al., WWW 2025) as the ``paths`` reasoner.
+
+The method hands the model *reasoning paths that contain every topic entity*
+instead of loose triples. Its control flow, kept here:
+
+1. **Question analysis** — the model splits the question into simple questions
+   and predicts the depth; with several topic entities it also gives the
+   *indicator*: the order of the entities and where the answer sits among them.
+2. **Topic-entity paths** — from the predicted depth up to ``D_max=3``: with one
+   topic entity, the relation paths of that length from it; with several, the
+   paths that connect consecutive entities in the indicated order (the store's
+   bidirectional ``paths()`` query), the answer being the node at the indicated
+   position. Graph reduction first: paths with the same relation pattern are
+   merged into one candidate with an answer *set* (PoG's supernodes), and
+   parallel edges (``plays_in_club`` / ``plays_in_club_inverse⁻¹``) fall into
+   one candidate because they share the answer set.
+3. **Three-step pruning** — fuzzy selection by embedding similarity (top
+   ``W1=80``), LLM branch reduction (to ≤ 20, by first step), LLM precise
+   selection (top ``W_max=3``).
+4. **Sufficiency check** — if the selected paths answer the question, answer;
+   else grow the depth, then **LLM-supplement paths** (the model guesses
+   answers, which are found in the graph and connected to the topic entities),
+   then **node expansion** (the selected paths are extended one hop, at most
+   ``expand_total=10`` edges, three per round).
+5. Optional **path summarising** (``summary_tokens`` > 0) before the check.
+
+Adaptations for a small local model (docs/reasoners.md): embeddings rank every
+list and the model chooses among the top ``options`` (5), the embedding order
+being the fallback whenever its output is unusable; the embedding's best branch
+is never dropped by branch reduction; answers are read off the graph (the
+answer-position nodes of the first selected path). When no stage is judged
+sufficient, the stage the model found most sufficient (highest P(yes)) answers.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from localkg import prompts
+from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.baselines import path_similarities, rank_relation_paths, readable_relation
+from localkg.reasoners.plan import (
+    bulleted,
+    model_choice,
+    model_json,
+    model_yes_no,
+    string_list,
+    without_mentions,
+)
+from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
+
+PROMPTS = "paths"
+ANSWER_MARK = "?"
+
+
+def step_text(step: Step) -> str:
+    """A walked edge as words: ``starred actors⁻¹`` when walked against the fact."""
+    words = readable_relation(step.triple.relation)
+    return words if step.forward else f"{words}⁻¹"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A clustered reasoning path: concrete paths with one relation pattern, and the answer set
+    at the answer position (index into each example's node sequence)."""
+
+    pattern: tuple[str, ...]
+    examples: tuple[Path, ...]
+    answers: tuple[Node, ...]
+    answer_index: int
+    score: float
+    origin: str = "topic"
+
+    @property
+    def key(self) -> tuple[int, int, frozenset[str]]:
+        """Length, answer position and answer set: what makes two candidates the same answer."""
+        return len(self.pattern), self.answer_index, frozenset(n.id for n in self.answers)
+
+    def render(self, shown: int = 3) -> str:
+        """``Tom Hanks → starred actors⁻¹ → Forrest Gump → directed by → [Robert Zemeckis +2 more]``."""
+        example = self.examples[0]
+        nodes = [example.start] + [step.target for step in example.steps]
+        names = ", ".join(node.display for node in self.answers[:shown])
+        more = len(self.answers) - shown
+        answer = f"[{names}{f' +{more} more' if more > 0 else ''}]"
+        parts = [answer if i == self.answer_index else node.display for i, node in enumerate(nodes)]
+        text = parts[0]
+        for relation, part in zip(self.pattern, parts[1:]):
+            text += f" → {relation} → {part}"
+        return text
+
+
+@dataclass
+class Stage:
+    """One exploration stage: what was selected and how sufficient the model found it."""
+
+    label: str
+    selected: list[Candidate]
+    sufficient: bool
+    p_yes: float
+
+
+@register
+class PathsReasoner(Reasoner):
+    """Paths-over-Graph: reasoning paths through all topic entities, pruned in three steps."""
+
+    name = "paths"
+    defaults: dict[str, Any] = {
+        "max_depth": 3,          # D_max (paper: 3)
+        "fuzzy_width": 80,       # W1: paths kept by embedding similarity (paper: 80)
+        "branch_width": 20,      # paths kept by LLM branch reduction (code: 20)
+        "width": 3,              # W_max: paths kept by LLM precise selection (paper: 3)
+        "options": 5,            # candidates shown to the model per choice
+        "max_frontier": 30,      # answer nodes kept per relation pattern
+        "max_paths": 500,        # connecting paths read per entity pair
+        "supplement": True,      # LLM-supplement paths when the topic paths are not enough
+        "expand_total": 10,      # node expansion: edges added in all (three per round)
+        "summary_tokens": 0,     # path summarising before the check (0: off, as the default setting)
+        "analysis_tokens": 96,
+        "max_answers": 50,
+    }
+
+    def solve(self, question: str, topics: list[str], result: Result) -> None:
+        notes = result.notes
+        nodes = [self._node(t) for t in topics]
+        self._topics = {n.id for n in nodes}
+        query = without_mentions(question, [n.display for n in nodes])
+        split, depth = self.analyse(question, topics, query, notes)
+        split_text = prompts.render(PROMPTS, "split", questions=" | ".join(split)) if split else ""
+        chain, slot = self.indicator(question, nodes, notes) if len(nodes) > 1 else (nodes, 1)
+        stages: list[Stage] = []
+
+        checked: set[frozenset] = set()
+
+        def run(label: str, candidates: list[Candidate]) -> Stage | None:
+            """Prune and check one stage's candidates; the stage when it is sufficient."""
+            keys = frozenset(c.key for c in candidates)
+            if not candidates or keys in checked:
+                notes.append(f"{label}: no {'new ' if candidates else ''}candidate path")
+                return None
+            checked.add(keys)
+            stages.append(self._stage(question, split_text, label, candidates, chain, notes))
+            return stages[-1] if stages[-1].sufficient else None
+
+        done: Stage | None = None
+        for current in range(depth, self.config["max_depth"] + 1):
+            done = run(f"depth {current}", self.topic_paths(chain, slot, current, query, question))
+            if done:
+                break
+        if not done and self.config["supplement"]:
+            done = run("supplement", self.supplement_paths(question, chain, query, notes))
+        expanded, grown_from = 0, set()
+        while not done and stages and expanded < self.config["expand_total"]:
+            pool = stages[-1].selected
+            fresh = [c for c in pool if c.key not in grown_from]
+            grown = self.expand(fresh, query, self.config["expand_total"] - expanded)
+            grown_from |= {c.key for c in fresh}
+            if not grown:
+                break
+            expanded += len(grown)
+            done = run(f"expansion ({expanded} edges)", merge_parallel(grown + pool))
+        if not stages:
+            notes.append("no answer found: no path through the topic entities")
+            return
+        if done is None:
+            done = max(stages, key=lambda s: s.p_yes)
+            notes.append(f"no stage was judged sufficient; answered from {done.label}, which the model found most "
+                         f"sufficient (P(yes)={done.p_yes:.2f})")
+        self._answer(result, done)
+
+    # -------------------------------------------------------------- question analysis
+    def analyse(self, question: str, topics: list[str], query: str, notes: list[str]) -> tuple[list[str], int]:
+        """Split questions and the depth to start at: the model's prediction, or with one topic entity
+        the length of the relation path that best matches the question when that is shorter (the
+        search only grows the depth, so a low start costs a stage while a high one skips the
+        answer; the small model overestimates). An unusable prediction counts as ``max_depth``."""
+        max_depth = self.config["max_depth"]
+        schema = {"type": "object", "properties": {
+            "split_questions": {"type": "array", "items": {"type": "string", "maxLength": 60}, "maxItems": 3},
+            "depth": {"type": "integer", "enum": list(range(1, max_depth + 1))}},
+            "required": ["split_questions", "depth"]}
+        value = model_json(self.llm, prompts.render(PROMPTS, "analyse", question=question), schema, step="analyse",
+                           max_tokens=self.config["analysis_tokens"], notes=notes)
+        split = string_list(value.get("split_questions"), 3)
+        predicted = value.get("depth")
+        if not isinstance(predicted, int) or isinstance(predicted, bool) or not 1 <= predicted <= max_depth:
+            notes.append("analyse: unusable depth from the model")
+            predicted = max_depth
+        depth = predicted
+        if len(topics) == 1:
+            ranked = rank_relation_paths(self.kg, self.context.scorer, question, topics[0], max_depth=max_depth,
+                                         beam=5, max_frontier=self.config["max_frontier"])
+            graph_depth = len(ranked[0].steps) if ranked else predicted
+            depth = min(predicted, graph_depth)
+            notes.append(f"depth: model {predicted}, best-matching relation path {graph_depth}")
+        notes.append(f"start depth {depth}; split questions: {' | '.join(split) or '(none)'}")
+        return split, depth
+
+    def indicator(self, question: str, nodes: list[Node], notes: list[str]) -> tuple[list[Node], int]:
+        """The entity order and the answer position: ``slot`` i puts the answer before ``chain[i]``
+        (0: before the first, len: after the last). The model picks among the positions in the
+        given order; "between the first two" leads, as conjunctive questions need."""
+        slots = list(range(1, len(nodes))) + [0, len(nodes)]
+        options = []
+        for slot in slots:
+            names = [n.display for n in nodes]
+            names.insert(slot, ANSWER_MARK)
+            options.append(" → ".join(names))
+        prompt = prompts.render(PROMPTS, "indicator", question=question,
+                                entities=", ".join(n.display for n in nodes))
+        picks = model_choice(self.llm, prompt, options, step="indicator", k=1, notes=notes)
+        slot = slots[picks[0]] if picks else slots[0]
+        notes.append(f"indicator: {options[slots.index(slot)]}")
+        return nodes, slot
+
+    # -------------------------------------------------------------- exploration
+    def topic_paths(self, chain: list[Node], slot: int, depth: int, query: str, question: str) -> list[Candidate]:
+        """Candidates through the topic entities at ``depth``: relation paths of exactly that length
+        from a single entity, or paths of at most that length connecting the two entities the
+        answer lies between."""
+        if len(chain) == 1 or slot in (0, len(chain)):
+            start = chain[0] if slot == 0 else chain[-1]
+            return self._paths_from(start, depth, question)
+        return self._connecting(chain[slot - 1], chain[slot], depth, query)
+
+    def _paths_from(self, start: Node, depth: int, question: str) -> list[Candidate]:
+        ranked = rank_relation_paths(self.kg, self.context.scorer, question, start.id, max_depth=depth,
+                                     beam=self.config["fuzzy_width"], max_frontier=self.config["max_frontier"],
+                                     depth_penalty=0.0)
+        candidates = []
+        for path in ranked:
+            answers = tuple(n for n in path.tails if n.id not in self._topics)
+            examples = tuple(e for e in path.examples if _simple(e))
+            if len(path.steps) != depth or not answers or not examples:
+                continue
+            pattern = tuple(readable_relation(rel) + ("⁻¹" if direction == IN else "") for rel, direction in path.steps)
+            candidates.append(Candidate(pattern, examples, answers, depth, path.similarity))
+        return merge_parallel(candidates)
+
+    def _connecting(self, first: Node, second: Node, depth: int, query: str) -> list[Candidate]:
+        groups: dict[tuple[tuple[str, ...], int], list[Path]] = {}
+        for path in self.kg.paths(first.id, second.id, max_hops=depth, limit=self.config["max_paths"]):
+            if not _simple(path):
+                continue
+            nodes = [path.start] + [step.target for step in path.steps]
+            pattern = tuple(step_text(step) for step in path.steps)
+            for index in range(1, len(nodes) - 1):
+                if nodes[index].kind != CVT and nodes[index].id not in self._topics:
+                    groups.setdefault((pattern, index), []).append(path)
+        return self._candidates(groups, query, origin="topic")
+
+    def _candidates(self, groups: dict[tuple[tuple[str, ...], int], list[Path]], query: str,
+                    origin: str) -> list[Candidate]:
+        if not groups:
+            return []
+        keys = list(groups)
+        scores = path_similarities(self.context.scorer, query, [_labels(key[0]) for key in keys])
+        candidates = []
+        for (pattern, index), score in zip(keys, scores):
+            paths = groups[(pattern, index)]
+            counts = Counter(([path.start] + [s.target for s in path.steps])[index] for path in paths)
+            answers = tuple(node for node, _n in counts.most_common(self.config["max_frontier"]))
+            candidates.append(Candidate(pattern, tuple(paths[:3]), answers, index, float(score), origin))
+        return merge_parallel(candidates)
+
+    def supplement_paths(self, question: str, chain: list[Node], query: str, notes: list[str]) -> list[Candidate]:
+        """LLM-supplement paths: the model's guessed answers, found in the graph by name and connected
+        to the topic entities (at most ``max_depth`` hops)."""
+        schema = {"type": "object", "properties": {
+            "answers": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 3}},
+            "required": ["answers"]}
+        value = model_json(self.llm, prompts.render(PROMPTS, "supplement", question=question), schema,
+                           step="supplement", max_tokens=64, notes=notes)
+        guesses = string_list(value.get("answers"), 3)
+        found: dict[str, Node] = {}
+        for guess in guesses:
+            for label in dict.fromkeys((guess, guess.replace(" ", "_"))):
+                for node in self.kg.find(label):
+                    if node.id not in self._topics:
+                        found.setdefault(node.id, node)
+        notes.append(f"supplement: the model guessed {', '.join(guesses) or 'nothing'}; "
+                     f"{len(found)} found in the graph")
+        groups: dict[tuple[tuple[str, ...], int], list[Path]] = {}
+        for node in list(found.values())[:3]:
+            for topic in chain:
+                for path in self.kg.paths(topic.id, node.id, max_hops=self.config["max_depth"], limit=20):
+                    groups.setdefault((tuple(step_text(s) for s in path.steps), len(path)), []).append(path)
+        return self._candidates(groups, query, origin="supplement")
+
+    def expand(self, selected: Sequence[Candidate], query: str, budget: int) -> list[Candidate]:
+        """Node expansion: each selected path grows by one hop from its answer nodes, along the relation
+        (seen at its example paths' ends) that best matches the question; three edges per round,
+        ``budget`` in all."""
+        grown = []
+        for candidate in list(selected)[: min(self.config["width"], budget)]:
+            labels: dict[tuple[str, str], str] = {}
+            for example in candidate.examples:
+                for count in self.kg.relations(example.end.id):
+                    labels.setdefault((count.relation, count.direction), count.label)
+            if not labels:
+                continue
+            keys = list(labels)
+            scores = path_similarities(self.context.scorer, query,
+                                       [(*_labels(candidate.pattern), readable_relation(labels[k])) for k in keys])
+            best = max(range(len(keys)), key=lambda i: float(scores[i]))
+            relation, direction = keys[best]
+            reached: Counter = Counter()
+            steps: dict[str, Step] = {}
+            for node in candidate.answers[: self.config["max_frontier"]]:
+                for target in self.kg.neighbors(node.id, relation, direction, limit=self.config["max_frontier"]):
+                    if target.id not in self._topics:
+                        triple = Triple(node, relation, target) if direction == OUT else Triple(target, relation, node)
+                        reached[target] += 1
+                        steps.setdefault(node.id, Step(triple, direction == OUT))
+            examples = tuple(Path(e.steps + (steps[e.end.id],)) for e in candidate.examples if e.end.id in steps)
+            if not reached or not examples:
+                continue
+            pattern = candidate.pattern + (readable_relation(relation) + ("⁻¹" if direction == IN else ""),)
+            answers = tuple(n for n, _c in reached.most_common(self.config["max_frontier"]))
+            grown.append(Candidate(pattern, examples, answers, len(pattern), float(scores[best]), "expansion"))
+        return grown
+
+    # -------------------------------------------------------------- pruning and the check
+    def _stage(self, question: str, split: str, label: str, candidates: list[Candidate], chain: list[Node],
+               notes: list[str]) -> Stage:
+        fuzzy = sorted(candidates, key=lambda c: -c.score)[: self.config["fuzzy_width"]]
+        reduced = self._branch_reduction(question, fuzzy, chain, notes)
+        selected = self._precise_selection(question, split, reduced, notes)
+        paths_text = bulleted([c.render() for c in selected])
+        if self.config["summary_tokens"] > 0:
+            summary = self.llm.generate(prompts.render(PROMPTS, "summary", question=question, paths=paths_text),
+                                        step="summary", max_tokens=self.config["summary_tokens"], stop=["\n"])
+            paths_text += f"\nSummary: {summary.strip()}"
+        sufficient, p_yes = model_yes_no(self.llm, prompts.render(PROMPTS, "sufficient", question=question,
+                                                                  split=split, paths=paths_text),
+                                         step="sufficient", notes=notes)
+        notes.append(f"{label}: {len(candidates)} candidate paths, {len(reduced)} after branch reduction; "
+                     f"selected {' ; '.join(c.render(2) for c in selected)}; sufficient={sufficient} "
+                     f"(P(yes)={p_yes:.2f})")
+        return Stage(label, selected, sufficient, p_yes)
+
+    def _branch_reduction(self, question: str, candidates: list[Candidate], chain: list[Node],
+                          notes: list[str]) -> list[Candidate]:
+        """Keep the candidates under the first steps the model picks (and the embedding's best one)."""
+        limit = self.config["branch_width"]
+        branches = list(dict.fromkeys(c.pattern[0] for c in candidates))
+        if len(candidates) <= limit or len(branches) < 2:
+            return candidates[:limit]
+        shown = branches[: self.config["options"]]
+        start = candidates[0].examples[0].start.display
+        prompt = prompts.render(PROMPTS, "branch", question=question, topic=start)
+        picks = model_choice(self.llm, prompt, [f"{start} → {b} → …" for b in shown], step="branch", k=2,
+                             notes=notes)
+        kept = {branches[0]} | {shown[i] for i in (picks or [])}
+        return [c for c in candidates if c.pattern[0] in kept][:limit]
+
+    def _precise_selection(self, question: str, split: str, candidates: list[Candidate],
+                           notes: list[str]) -> list[Candidate]:
+        """The model orders the top ``options`` candidates; its picks first, then the embedding order."""
+        width = self.config["width"]
+        if len(candidates) <= 1:
+            return candidates[:width]
+        shown = candidates[: self.config["options"]]
+        picks = model_choice(self.llm, prompts.render(PROMPTS, "precise", question=question, split=split),
+                             [c.render() for c in shown], step="precise", k=width, notes=notes) or []
+        order = list(dict.fromkeys(list(picks) + list(range(len(candidates)))))
+        return [candidates[i] for i in order[:width]]
+
+    def _answer(self, result: Result, stage: Stage) -> None:
+        best = stage.selected[0]
+        answers = [n for n in best.answers if n.id not in self._topics][: self.config["max_answers"]]
+        count = len(answers)
+        result.answers = [Answer(n.id, n.display, round(1.0 - i / max(count, 1), 4)) for i, n in enumerate(answers)]
+        result.evidence = [path for candidate in stage.selected for path in candidate.examples[:2]]
+
+    def _node(self, entity: str) -> Node:
+        record = self.kg.node(entity)
+        return Node(record.id, record.name or record.value, record.kind)
+
+
+def _labels(pattern: tuple[str, ...]) -> tuple[str, ...]:
+    """A pattern's relation words without the direction marks, for ``path_similarities``."""
+    return tuple(part.removesuffix("⁻¹") for part in pattern)
+
+
+def _simple(path: Path) -> bool:
+    """No node twice: a walk that comes back to where it was is no reasoning path."""
+    ids = [path.start.id] + [step.target.id for step in path.steps]
+    return len(set(ids)) == len(ids)
+
+
+def merge_parallel(candidates: list[Candidate]) -> list[Candidate]:
+    """Graph reduction: candidates of the same length with the same answer position and answer set
+    are one (parallel edges, or two relations that say the same); the best-scoring one stays."""
+    best: dict[tuple[int, int, frozenset[str]], Candidate] = {}
+    for candidate in sorted(candidates, key=lambda c: -c.score):
+        best.setdefault(candidate.key, candidate)
+    return list(best.values())
