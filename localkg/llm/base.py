@@ -93,9 +93,6 @@ class LanguageModel(ABC):
                                   completion_tokens=int(completion_tokens),
                                   seconds=time.perf_counter() - started))
 
-    def calls_json(self) -> list[dict[str, Any]]:
-        return [call.to_json() for call in self.calls]
-
 
 def clamp_k(k: int, n: int) -> int:
     return max(1, min(int(k), n))

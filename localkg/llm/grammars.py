@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,8 +91,6 @@ def bounded_json_grammar(schema: dict[str, Any], max_tokens: int) -> BoundedSche
     Raises UnsupportedSchemaError for constructs whose length cannot be bounded
     (``$ref``, ``pattern``, open objects, arrays without ``items``).
     """
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
     bounded = _normalise(copy.deepcopy(schema), path="$")
     length, items = DEFAULT_MAX_LENGTH, DEFAULT_MAX_ITEMS
     while True:
@@ -102,7 +99,7 @@ def bounded_json_grammar(schema: dict[str, Any], max_tokens: int) -> BoundedSche
         if worst <= max_tokens or (length == 1 and items == 1):
             break
         length, items = max(1, length // 2), max(1, items // 2)
-    grammar = _restrict_chars(json_schema_to_gbnf(json.dumps(filled)))
+    grammar = _restrict_chars(_schema_to_gbnf(filled))
     return BoundedSchema(schema=filled, max_tokens=max(max_tokens, worst), grammar=grammar)
 
 
@@ -115,8 +112,6 @@ def _normalise(schema: Any, path: str) -> dict[str, Any]:
         if key in schema:
             raise UnsupportedSchemaError(f"{path}: {key!r} is not supported (its output length cannot be bounded)")
     if "const" in schema or "enum" in schema:
-        for value in schema.get("enum", [schema.get("const")]):
-            _check_literal(value, path)
         return schema
     if isinstance(schema.get("type"), list):
         rest = {k: v for k, v in schema.items() if k != "type"}
@@ -129,8 +124,6 @@ def _normalise(schema: Any, path: str) -> dict[str, Any]:
         properties = schema.get("properties")
         if not properties or schema.get("additionalProperties") not in (None, False):
             raise UnsupportedSchemaError(f"{path}: objects need 'properties' and no additionalProperties")
-        for name in properties:
-            _check_literal(name, path)
         schema["properties"] = {name: _normalise(sub, f"{path}.{name}") for name, sub in properties.items()}
         schema["additionalProperties"] = False
     elif kind == "array":
@@ -144,15 +137,6 @@ def _normalise(schema: Any, path: str) -> dict[str, Any]:
     elif kind not in ("integer", "number", "boolean", "null"):
         raise UnsupportedSchemaError(f"{path}: unsupported or missing type {kind!r}")
     return {k: v for k, v in schema.items() if k not in _IGNORED_KEYS}
-
-
-def _check_literal(value: Any, path: str) -> None:
-    """llama-cpp-python's converter (0.3.x) copies a key's or enum value's JSON spelling into a
-    grammar literal escaping only quotes, so ``\\"``, ``\\\\`` and ``\\n`` come out wrong (``\\uXXXX``
-    is right: GBNF reads it as the character, which is valid raw JSON)."""
-    if re.search(r"\\[^u]", json.dumps(value)):
-        raise UnsupportedSchemaError(f"{path}: key or enum value {value!r} holds a quote, backslash or control "
-                                     f"character, which llama-cpp-python's grammar converter mishandles")
 
 
 def _fill_defaults(schema: dict[str, Any], length: int, items: int) -> dict[str, Any]:
@@ -174,9 +158,9 @@ def _fill_defaults(schema: dict[str, Any], length: int, items: int) -> dict[str,
 def _max_bytes(schema: dict[str, Any]) -> int:
     """The longest JSON text the converter's grammar for ``schema`` accepts, in bytes."""
     if "const" in schema:
-        return len(json.dumps(schema["const"])) + _SPACE
+        return len(_json_text(schema["const"]).encode("utf-8")) + _SPACE
     if "enum" in schema:
-        return max(len(json.dumps(value)) for value in schema["enum"]) + _SPACE
+        return max(len(_json_text(value).encode("utf-8")) for value in schema["enum"]) + _SPACE
     for union in ("anyOf", "oneOf"):
         if union in schema:
             return max(_max_bytes(branch) for branch in schema[union])
@@ -191,6 +175,33 @@ def _max_bytes(schema: dict[str, Any]) -> int:
             return _FORMAT_BYTES[schema["format"]] + _SPACE
         return 2 + schema["maxLength"] * _CHAR_BYTES + _SPACE
     return {"integer": _INTEGER_BYTES, "number": _NUMBER_BYTES, "boolean": 5, "null": 4}[kind] + _SPACE
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _schema_to_gbnf(schema: dict[str, Any]) -> str:
+    """llama-cpp-python's JSON-schema converter, with literals escaped correctly.
+
+    Its 0.3.x ``_format_literal`` escapes quotes and newlines but not backslashes, so a key or enum
+    value whose JSON spelling holds ``\\"`` (a quote in a name, common in entity names) yields a
+    broken grammar; and constants are written ASCII-escaped (``\\u00e9``), which a model rarely
+    produces. The subclass fixes both; everything else is the converter's.
+    """
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    class Converter(SchemaConverter):
+        def _format_literal(self, literal: str) -> str:
+            escaped = literal.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+            return f'"{escaped}"'
+
+        def _generate_constant_rule(self, value: Any) -> str:
+            return self._format_literal(_json_text(value))
+
+    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(schema, "schema"), "")
+    return converter.format_grammar()
 
 
 def _restrict_chars(grammar: str) -> str:
