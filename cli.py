@@ -15,6 +15,7 @@ from typing import Any, Callable
 import click
 
 from localkg.errors import LocalKGError
+from localkg.llm.options import llm_options
 
 
 def friendly_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -194,12 +195,12 @@ def eval_group() -> None:
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder (default: eval-runs/<reasoner>-<questions file>).")
 @click.option("--resume", is_flag=True, help="Continue the run in --out, skipping answered questions.")
-@click.option("--model", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="GGUF model file (default: the bundled model, or LOCALKG_MODEL).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Reasoner setting (repeatable).")
+@llm_options
 @friendly_errors
 def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: int | None, sample: int | None,
-             seed: int, out: Path | None, resume: bool, model: Path | None, settings: tuple[str, ...]) -> None:
+             seed: int, out: Path | None, resume: bool, settings: tuple[str, ...], model: Path | None, n_ctx: int,
+             n_gpu_layers: int, llm_threads: int | None, prompt_style: str | None) -> None:
     """Run REASONER over QUESTIONS; write predictions.jsonl, summary.json and report.md into --out."""
     from localkg.evaluation.harness import EvalConfig, run_eval
 
@@ -212,7 +213,8 @@ def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: i
     out = out or Path("eval-runs") / f"{reasoner}-{questions.parent.name}-{questions.stem}"
     config = EvalConfig(questions=str(questions), reasoner=reasoner, out=str(out), db=str(db) if db else None,
                         format=fmt, limit=limit, sample=sample, seed=seed, settings=parsed,
-                        model=str(model) if model else None)
+                        model=str(model) if model else None, n_ctx=n_ctx, prompt_style=prompt_style,
+                        n_gpu_layers=n_gpu_layers, llm_threads=llm_threads)
     summary = run_eval(config, resume=resume)
     headline = {k: v for k, v in summary.items() if k != "breakdowns"}
     echo_json(headline)

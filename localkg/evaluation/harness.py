@@ -28,6 +28,7 @@ from tqdm import tqdm
 from localkg.errors import EvaluationError, LocalKGError
 from localkg.evaluation.datasets import Question, detect_format, read_questions
 from localkg.evaluation.metrics import Prediction, aggregate, distribution, score_question
+from localkg.llm.llm import DEFAULT_N_CTX
 from localkg.reasoners.base import Context, Reasoner, Result, get_reasoner
 from localkg.store.kg import KG
 
@@ -51,11 +52,16 @@ class EvalConfig:
     seed: int = 0
     settings: dict[str, str] = field(default_factory=dict)
     model: str | None = None
+    n_ctx: int = DEFAULT_N_CTX
+    prompt_style: str | None = None
+    n_gpu_layers: int = 0
+    llm_threads: int | None = None
 
     def identity(self) -> dict[str, Any]:
-        """The fields that define the run (the output folder itself does not)."""
+        """The fields that define the run (not the output folder, nor how fast the model runs)."""
         values = asdict(self)
-        values.pop("out")
+        for runtime_only in ("out", "n_gpu_layers", "llm_threads"):
+            values.pop(runtime_only)
         values["questions"] = str(Path(self.questions).resolve())
         values["db"] = str(Path(self.db).resolve()) if self.db else None
         values["model"] = str(Path(self.model).resolve()) if self.model else None
@@ -66,17 +72,18 @@ class Services:
     """The LLM and the relevance scorer, built once per run on first use and shared by every
     question (and every scratch store of a per-question-subgraph dataset)."""
 
-    def __init__(self, model_path: str | None, seed: int):
-        self.model_path = model_path
-        self.seed = seed
+    def __init__(self, config: EvalConfig):
+        self.config = config
         self._llm: Any = None
         self._scorer: Any = None
 
     def llm(self) -> Any:
         if self._llm is None:
-            from localkg.llm import LLM
+            from localkg.llm.options import llm_factory
 
-            self._llm = LLM(model_path=self.model_path, seed=self.seed)
+            config = self.config
+            self._llm = llm_factory(Path(config.model) if config.model else None, config.n_ctx, config.n_gpu_layers,
+                                    config.llm_threads, config.prompt_style, config.seed)()
         return self._llm
 
     def scorer(self) -> Any:
@@ -148,7 +155,7 @@ def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True) ->
     out = Path(config.out)
     done = _prepare_output(out, config, resume)
     todo = [q for q in questions if q.id not in done]
-    services = Services(config.model, config.seed)
+    services = Services(config)
     if todo:
         services.warm_up(reasoner_class.uses_llm)
     with (out / PREDICTIONS).open("a", encoding="utf-8") as handle:
