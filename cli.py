@@ -296,3 +296,66 @@ def link(text: str, db: Path, k: int, embed_model: Path | None, as_json: bool) -
         click.echo("no entity found")
     for c in candidates:
         click.echo(f"{c.score:.3f}\t{c.id}\t{c.name}\t{c.reason}")
+
+# ---------------------------------------------------------------- training (helper "fog")
+@main.group("train")
+def train_group() -> None:
+    """Train the learned parts of reasoners (the FoG foresight scorer)."""
+
+
+@train_group.command("fog")
+@db_option()
+@click.option("--questions", "questions", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Questions with gold paths (PathQuestion, WC2014, MetaQA with its _qtype file); repeatable.")
+@click.option("--format", "fmt", default="auto", show_default=True, help="Questions format (see localkg eval).")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Checkpoint to write (default: DB/fog/scorer.pt, where `fog` looks).")
+@click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--lr", type=float, default=1e-5, show_default=True, help="AdamW learning rate (paper: 1e-5).")
+@click.option("--weight-decay", type=float, default=1e-3, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--kappa", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Negatives per positive, from the 1-hop neighbourhood of the gold paths.")
+@click.option("--sample", type=click.IntRange(min=1), help="Train on a seeded sample of N questions per file.")
+@click.option("--exclude-sample", "exclude_sample", type=click.IntRange(min=1),
+              help="Leave out the questions `localkg eval --sample N --seed S` asks (keep evaluation unseen).")
+@click.option("--exclude-seed", "exclude_seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default=None, help="torch device (default: cuda when available, else cpu).")
+@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch (default: torch's choice; "
+              "1 is faster on a machine busy with other work).")
+@click.option("--json", "as_json", is_flag=True, help="Print the training report as JSON.")
+@friendly_errors
+def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None, epochs: int, lr: float,
+              weight_decay: float, batch_size: int, kappa: int, sample: int | None, exclude_sample: int | None,
+              exclude_seed: int, seed: int, device: str | None, threads: int | None, as_json: bool) -> None:
+    """Train the FoG foresight triple scorer on questions with gold paths (frozen encoder)."""
+    import torch
+
+    from localkg.fog.checkpoint import default_checkpoint
+    from localkg.fog.supervision import SupervisionLimits
+    from localkg.fog.train import TrainConfig, TrainingSet, train_from_files
+    from localkg.store import KG
+
+    if threads:
+        torch.set_num_threads(threads)
+    config = TrainConfig(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size, seed=seed,
+                         device=device)
+    selection = TrainingSet([str(q) for q in questions], fmt, sample, exclude_sample, exclude_seed)
+
+    def show(epoch: Any) -> None:
+        if not as_json:
+            click.echo(f"epoch {epoch.epoch}: train loss {epoch.train_loss:.4f}, held-out loss "
+                       f"{epoch.validation_loss:.4f}, positives {epoch.positive_score:.3f} / negatives "
+                       f"{epoch.negative_score:.3f}, recall@tau_p {epoch.recall_at_tau_p:.3f}", err=True)
+
+    with KG.open(db, read_only=True) as kg:
+        target = out or default_checkpoint(kg.path)
+        report = train_from_files(kg, selection, config, target, limits=SupervisionLimits(kappa=kappa),
+                                  progress=not as_json, on_epoch=show)
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(f"trained on {report.examples} examples ({report.skipped} questions gave none) on "
+                   f"{report.device}; checkpoint: {report.checkpoint}")

@@ -1,0 +1,69 @@
+"""Saving and loading a trained foresight scorer.
+
+A checkpoint is one ``torch.save`` file holding plain data only (weights, the
+scorer's sizes, the frozen encoder's name and dimension, and what it was trained
+on), read back with ``weights_only=True`` so loading never runs pickled code.
+Writes go to a temporary file that replaces the target, so an interrupted
+training run leaves the previous checkpoint intact.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from localkg.errors import CheckpointError
+from localkg.fog.model import ForesightScorer, ScorerConfig
+
+FORMAT = 1
+#: Where ``localkg train fog`` writes by default, and where ``fog`` looks: beside the graph.
+DEFAULT_NAME = Path("fog") / "scorer.pt"
+
+
+def default_checkpoint(db_path: str | Path) -> Path:
+    return Path(db_path) / DEFAULT_NAME
+
+
+def save_checkpoint(path: str | Path, model: ForesightScorer, encoder: str, meta: dict[str, Any]) -> Path:
+    """Write ``model`` with its config, encoder name and training ``meta`` to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": FORMAT,
+        "config": model.config.to_json(),
+        "encoder": encoder,
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "meta": meta,
+    }
+    temporary = path.with_name(path.name + ".tmp")
+    torch.save(payload, temporary)
+    temporary.replace(path)
+    return path
+
+
+def load_checkpoint(path: str | Path, encoder: str | None = None,
+                    device: str | torch.device = "cpu") -> tuple[ForesightScorer, dict[str, Any]]:
+    """The scorer (in eval mode, on ``device``) and the checkpoint's training ``meta``.
+
+    ``encoder`` is the name of the frozen encoder the caller will embed with; a checkpoint
+    trained on another encoder's vectors would score noise, so that is refused.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no FoG scorer checkpoint at {path} (train one with `localkg train fog`)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+        if payload.get("format") != FORMAT:
+            raise CheckpointError(f"{path}: checkpoint format {payload.get('format')!r}, expected {FORMAT}")
+        model = ForesightScorer(ScorerConfig(**payload["config"]))
+        model.load_state_dict(payload["state_dict"])
+    except CheckpointError:
+        raise
+    except Exception as error:  # torch raises many kinds for a truncated or foreign file
+        raise CheckpointError(f"{path} is not a FoG scorer checkpoint: {error}") from None
+    if encoder is not None and payload["encoder"] != encoder:
+        raise CheckpointError(f"{path} was trained with the encoder {payload['encoder']!r}, "
+                              f"not {encoder!r}; use the same encoder or retrain")
+    model.eval()
+    return model.to(device), {**payload["meta"], "encoder": payload["encoder"]}

@@ -1,0 +1,388 @@
+"""Foresight-over-Graph (FoG) as the ``fog`` reasoner.
+
+The method moves the search from the LLM to a learned graph-side scorer
+(``localkg.fog``), so the LLM is called about ``R + 1`` times per question:
+
+1. **Decomposition** (one LLM call): sub-questions that guide the scorer.
+2. **Foresight subgraph expansion**: layered BFS from the sources up to ``hops``
+   (L=3) layers; at each layer the incident triples of the frontier are scored
+   one by one (``initial`` scores) and those above ``tau_e`` (0.1) are kept.
+3. **Far-to-near feedback**: the trained scorer updates node states from the
+   outer frontier back to the sources and re-scores every kept triple; triples
+   above ``tau_p`` (0.7) form the *potential subgraph*.
+4. **Memory subgraph manager** (one LLM call per round): question, memory and
+   potential subgraph in; selected triples (copied exactly — checked here), the
+   predicted answer or none, and 1–3 follow-up sub-questions out (a JSON-schema
+   grammar whose triple and answer fields are enumerations of the input, so
+   the model can only copy). Selected triples join the memory and are not
+   expanded again (their nodes become seeds); triples shown but not selected are
+   masked for the rest of the question. The next round expands again with the
+   follow-up sub-questions. The loop stops one round after the first answer, or
+   after ``rounds`` (R) rounds, or when a round has nothing new to show.
+
+Adaptations for a small local model on a CPU (docs/reasoners.md lists them):
+
+* ``rounds`` defaults to 2, so a question costs at most 3 LLM calls;
+* the potential subgraph shown to the LLM is the best ``llm_triples`` (30) by
+  refined score and fitted to the context window (the paper caps at 1000);
+* hubs are bounded: ``triples_per_node`` incident triples per node and the best
+  ``frontier`` nodes per layer are expanded;
+* the answer must be a node of the shown subgraph other than a source entity;
+  when the model predicts none, the answer is read off the graph: the ends of
+  the best-scoring potential (else expanded) triples that lead nowhere further;
+* without a trained checkpoint the scores are embedding similarity (see
+  ``localkg.fog.scoring``) and the result's notes say so.
+
+Inference never reads a gold answer or gold path: the reasoner sees the question
+text and the topic entities only (``tests/test_fog_reasoner.py`` checks it).
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+from typing import Any, Sequence
+
+import numpy as np
+
+from localkg import prompts
+from localkg.errors import LocalKGError
+from localkg.fog.features import TripleKey, bfs_levels, triple_key
+from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
+from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.plan import without_mentions
+from localkg.store.model import Node, Path, Step, Triple
+
+PROMPTS = "fog"
+
+
+def render_triple(triple: Triple) -> str:
+    """``(Top Hat, directed_by, Mark Sandrich)``: the form the paper's prompt uses."""
+    return f"({triple.head.display}, {triple.relation}, {triple.tail.display})"
+
+
+@dataclass
+class Expansion:
+    """The expanded subgraph of one round: kept triples, their initial scores, node levels."""
+
+    triples: list[Triple] = field(default_factory=list)
+    initial: list[float] = field(default_factory=list)
+    levels: dict[str, int] = field(default_factory=dict)
+    scored: int = 0
+
+
+@dataclass
+class MemoryUpdate:
+    """What the memory manager returned, after checking it against what it was shown."""
+
+    selected: list[Triple]
+    answers: list[Node]
+    follow_ups: list[str]
+    dropped: list[str]
+
+
+@register
+class FoGReasoner(Reasoner):
+    """Foresight-over-Graph: learned triple scores and far-to-near feedback lead, the LLM keeps memory."""
+
+    name = "fog"
+    defaults: dict[str, Any] = {
+        "checkpoint": "",          # "" → <db>/fog/scorer.pt when it exists, else similarity scores
+        "hops": 3,                 # L
+        "tau_e": 0.1,
+        "tau_p": 0.7,
+        "rounds": 2,               # R
+        "decompose": True,
+        "triples_per_node": 100,
+        "frontier": 30,
+        "layer_triples": 200,
+        "llm_triples": 30,
+        "max_selected": 5,
+        "max_answers": 5,
+        "device": "",
+    }
+
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self._trained: TrainedTripleScorer | None = None
+        self._checked_checkpoint = False
+
+    # ------------------------------------------------------------------ scorer
+    def checkpoint_path(self) -> FsPath | None:
+        if self.config["checkpoint"]:
+            return FsPath(self.config["checkpoint"]).expanduser()
+        if self.kg is None:
+            return None
+        from localkg.fog.checkpoint import default_checkpoint
+
+        return default_checkpoint(self.kg.path)
+
+    def triple_scorer(self, question: str, topics: Sequence[str]) -> TripleScorer:
+        """The trained scorer when a checkpoint exists (loaded once), else the similarity fallback.
+
+        An explicitly named checkpoint must load; the default location may simply be empty.
+        """
+        if not self._checked_checkpoint:
+            self._checked_checkpoint = True
+            path = self.checkpoint_path()
+            if path is not None and (path.is_file() or self.config["checkpoint"]):
+                self._trained = self._load(path)
+        if self._trained is not None:
+            return self._trained
+        names = [self.kg.name(t) for t in topics]
+        return SimilarityTripleScorer(self.context.scorer, without_mentions(question, names))
+
+    def _load(self, path: FsPath) -> TrainedTripleScorer:
+        from localkg.fog.checkpoint import load_checkpoint
+        from localkg.fog.features import TextVectors
+        from localkg.fog.train import pick_device
+
+        embedder = self.context.scorer.embedder
+        device = pick_device(self.config["device"] or None)
+        model, meta = load_checkpoint(path, encoder=embedder.model_name, device=device)
+        trained_on = meta.get("trained_on", "unknown questions")
+        return TrainedTripleScorer(model, TextVectors(embedder), device,
+                                   f"trained scorer {path} ({trained_on}; {meta.get('epochs_done', '?')} epochs)")
+
+    # ------------------------------------------------------------------ the method
+    def solve(self, question: str, topics: list[str], result: Result) -> None:
+        scorer = self.triple_scorer(question, topics)
+        result.notes.append(f"scores: {scorer.description}")
+        sources = {t: self._node(t) for t in topics}
+        sub_questions = self.decompose(question, result) if self.config["decompose"] else []
+        memory: dict[TripleKey, Triple] = {}
+        masked: set[TripleKey] = set()
+        answers: list[Node] = []
+        answered_round: int | None = None
+        last: tuple[Expansion, dict[TripleKey, float]] | None = None
+        for round_number in range(1, int(self.config["rounds"]) + 1):
+            questions = [question, *sub_questions]
+            seeds = dict(sources)
+            for triple in memory.values():
+                seeds.setdefault(triple.head.id, triple.head)
+                seeds.setdefault(triple.tail.id, triple.tail)
+            expansion = self.expand(scorer, questions, seeds, excluded=set(memory) | masked)
+            refined = dict(zip((triple_key(t) for t in expansion.triples),
+                               map(float, scorer.refined(questions, expansion.triples, expansion.levels))))
+            last = (expansion, refined)
+            potential = sorted((t for t in expansion.triples if refined[triple_key(t)] >= self.config["tau_p"]),
+                               key=lambda t: -refined[triple_key(t)])[:int(self.config["llm_triples"])]
+            result.notes.append(f"round {round_number}: {expansion.scored} triples scored, {len(expansion.triples)} "
+                                f"kept (> tau_e), {len(potential)} in the potential subgraph (>= tau_p)")
+            if not potential:
+                result.notes.append(f"round {round_number}: nothing new above tau_p; the search stops")
+                break
+            update = self.update_memory(question, list(memory.values()), potential, set(sources), result)
+            shown = {triple_key(t) for t in potential}
+            for triple in update.selected:
+                memory.setdefault(triple_key(triple), triple)
+            masked |= shown - set(memory)
+            result.notes.append(f"round {round_number}: the model kept {len(update.selected)} triple(s), answered "
+                                f"{[n.display for n in update.answers] or 'none'}")
+            if update.dropped:
+                result.notes.append(f"round {round_number}: dropped output not copied from the input: "
+                                    f"{update.dropped}")
+            if update.answers:
+                answers = update.answers
+                if answered_round is None:
+                    answered_round = round_number
+            if answered_round is not None and round_number > answered_round:
+                break
+            sub_questions = update.follow_ups or sub_questions
+        if answers:
+            result.answers = [Answer(n.id, n.display, 1.0) for n in answers[:int(self.config["max_answers"])]]
+        elif last is not None:
+            result.answers = self.graph_answers(list(memory.values()), last, set(sources))
+            if result.answers:
+                result.notes.append("the model predicted no answer: answers are the ends of the best-scoring "
+                                    "triples (graph-side fallback)")
+        support = list(memory.values()) + (last[0].triples if last else [])
+        result.evidence = evidence_paths(list(sources), support, [a.id for a in result.answers])
+
+    def _node(self, entity: str) -> Node:
+        record = self.kg.node(entity)
+        return Node(record.id, record.name or record.value, record.kind)
+
+    def decompose(self, question: str, result: Result) -> list[str]:
+        """Sub-questions from the LLM (one call); none when the call fails."""
+        schema = {"type": "object", "required": ["sub_questions"], "properties": {
+            "sub_questions": {"type": "array", "maxItems": 3,
+                              "items": {"type": "string", "maxLength": 100}}}}
+        try:
+            output = self.llm.json(prompts.render(PROMPTS, "decompose", question=question), schema,
+                                   step="decompose", max_tokens=160)
+        except LocalKGError as error:
+            result.notes.append(f"decompose: model call failed ({error}); no sub-questions")
+            return []
+        subs = [" ".join(str(s).split()) for s in output.get("sub_questions", []) if str(s).strip()]
+        subs = [s for s in dict.fromkeys(subs) if s != question][:3]
+        result.notes.append(f"sub-questions: {subs}")
+        return subs
+
+    def expand(self, scorer: TripleScorer, questions: list[str], seeds: dict[str, Node],
+               excluded: set[TripleKey]) -> Expansion:
+        """Layered BFS from ``seeds``: keep incident triples whose initial score exceeds ``tau_e``."""
+        expansion = Expansion(levels={node_id: 0 for node_id in seeds})
+        kept: set[TripleKey] = set()
+        frontier = list(seeds.values())
+        for layer in range(1, int(self.config["hops"]) + 1):
+            candidates: dict[TripleKey, Triple] = {}
+            for node in frontier:
+                for triple in self.kg.triples(node.id, limit=int(self.config["triples_per_node"])):
+                    key = triple_key(triple)
+                    if key not in excluded and key not in kept:
+                        candidates.setdefault(key, triple)
+            if not candidates:
+                break
+            triples = list(candidates.values())
+            levels = dict(expansion.levels)
+            for triple in triples:
+                for end in (triple.head.id, triple.tail.id):
+                    levels.setdefault(end, layer)
+            scores = scorer.initial(questions, triples, levels)
+            expansion.scored += len(triples)
+            order = [i for i in np.argsort(-scores, kind="stable") if scores[i] > self.config["tau_e"]]
+            order = order[:int(self.config["layer_triples"])]
+            reached: dict[str, Node] = {}
+            for index in order:
+                triple = triples[index]
+                kept.add(triple_key(triple))
+                expansion.triples.append(triple)
+                expansion.initial.append(float(scores[index]))
+                for end in (triple.head, triple.tail):
+                    if end.id not in expansion.levels:
+                        expansion.levels[end.id] = layer
+                        reached[end.id] = end
+            frontier = list(reached.values())[:int(self.config["frontier"])]  # best incoming score first
+            if not frontier:
+                break
+        return expansion
+
+    def update_memory(self, question: str, memory: list[Triple], potential: list[Triple], sources: set[str],
+                      result: Result) -> MemoryUpdate:
+        """One LLM call: select triples, predict the answer, ask follow-ups; output checked against input."""
+        memory_text = "\n".join(render_triple(t) for t in memory) or prompts.render(PROMPTS, "no_memory")
+        rendered = [render_triple(t) for t in potential]
+
+        def render(lines: list[str]) -> str:
+            return prompts.render(PROMPTS, "memory_update", question=question, memory=memory_text,
+                                  triples="\n".join(lines))
+
+        shown_triples = {render_triple(t): t for t in [*memory, *potential]}
+        schema = self._memory_schema(list(shown_triples), potential + memory, sources)
+        kept_lines = self.llm.fit_options(render, rendered, reserve=self._json_budget(schema))
+        if not kept_lines:
+            result.notes.append("memory update: the triples do not fit the context; skipped")
+            return MemoryUpdate([], [], [], [])
+        shown = [*memory, *potential[:len(kept_lines)]]
+        shown_triples = {render_triple(t): t for t in shown}
+        schema = self._memory_schema(list(shown_triples), shown, sources)
+        try:
+            output = self.llm.json(render(kept_lines), schema, step="memory_update", max_tokens=256)
+        except LocalKGError as error:
+            result.notes.append(f"memory update: model call failed ({error})")
+            return MemoryUpdate([], [], [], [])
+        return check_update(output, shown_triples, _answer_options(shown, sources))
+
+    def _memory_schema(self, triple_texts: list[str], shown: list[Triple], sources: set[str]) -> dict[str, Any]:
+        names = list(_answer_options(shown, sources)) or [""]
+        return {"type": "object", "required": ["selected_triplets", "predict_answer", "subsequent_question"],
+                "properties": {
+                    "selected_triplets": {"type": "array", "maxItems": int(self.config["max_selected"]),
+                                          "items": {"enum": triple_texts}},
+                    "predict_answer": {"type": "array", "maxItems": int(self.config["max_answers"]),
+                                       "items": {"enum": names}},
+                    "subsequent_question": {"type": "array", "minItems": 1, "maxItems": 3,
+                                            "items": {"type": "string", "maxLength": 80}}}}
+
+    @staticmethod
+    def _json_budget(schema: dict[str, Any]) -> int:
+        from localkg.llm.grammars import bounded_json_grammar
+
+        return bounded_json_grammar(schema, 256).max_tokens
+
+    def graph_answers(self, memory: list[Triple], last: tuple[Expansion, dict[TripleKey, float]],
+                      sources: set[str]) -> list[Answer]:
+        """Without a predicted answer: the far ends of the best triples that lead nowhere further
+        (ends of paths) in memory plus the potential subgraph, else in the whole expansion."""
+        expansion, refined = last
+        potential = [t for t in expansion.triples if refined[triple_key(t)] >= self.config["tau_p"]]
+        for pool in (memory + potential, memory + expansion.triples):
+            ends = path_ends(pool, bfs_levels(sources, pool), refined, sources)
+            if ends:
+                return [Answer(node.id, node.display, score) for node, score in ends[:int(self.config["max_answers"])]]
+        return []
+
+
+def _answer_options(shown: Sequence[Triple], sources: set[str]) -> dict[str, Node]:
+    """Display name → node for the ends of the paths in ``shown`` (nodes reached from the sources that
+    lead nowhere further): the graph side narrows the answer to the ends of the evidence."""
+    levels = bfs_levels(sources, shown)
+    return {node.display: node for node, _score in path_ends(shown, levels, {}, sources)}
+
+
+def check_update(output: dict[str, Any], shown_triples: dict[str, Triple], names: dict[str, Node]) -> MemoryUpdate:
+    """Keep only what was copied exactly from the input: triples and answer names that were shown."""
+    selected, answers, dropped = [], [], []
+    for text in output.get("selected_triplets") or []:
+        if isinstance(text, str) and text in shown_triples:
+            if shown_triples[text] not in selected:
+                selected.append(shown_triples[text])
+        else:
+            dropped.append(str(text))
+    for name in output.get("predict_answer") or []:
+        if isinstance(name, str) and name in names:
+            if names[name] not in answers:
+                answers.append(names[name])
+        elif str(name).strip():
+            dropped.append(str(name))
+    follow_ups = [" ".join(str(q).split()) for q in output.get("subsequent_question") or [] if str(q).strip()]
+    return MemoryUpdate(selected, answers, follow_ups[:3], dropped)
+
+
+def path_ends(triples: Sequence[Triple], levels: dict[str, int], scores: dict[TripleKey, float],
+              sources: set[str]) -> list[tuple[Node, float]]:
+    """Far ends of ``triples`` (by BFS ``levels`` from the sources) that are not the near end of
+    another one, best triple score first (a triple without a score counts 1)."""
+    def level(node_id: str) -> int:
+        return levels.get(node_id, len(levels) + 1)
+
+    nears, best = set(), {}
+    for triple in triples:
+        head, tail = triple.head, triple.tail
+        near, far = (head, tail) if level(head.id) <= level(tail.id) else (tail, head)
+        nears.add(near.id)
+        score = scores.get(triple_key(triple), 1.0)
+        if far.id not in sources and score > best.get(far.id, (None, -1.0))[1]:
+            best[far.id] = (far, score)
+    ends = [(node, float(score)) for node_id, (node, score) in best.items() if node_id not in nears]
+    ends.sort(key=lambda pair: -pair[1])
+    return ends
+
+
+def evidence_paths(sources: Sequence[str], triples: Sequence[Triple], targets: Sequence[str],
+                   limit: int = 5) -> list[Path]:
+    """Shortest paths from a source to each target through ``triples`` (BFS, either direction)."""
+    adjacent: dict[str, list[Step]] = {}
+    for triple in triples:
+        adjacent.setdefault(triple.head.id, []).append(Step(triple, True))
+        adjacent.setdefault(triple.tail.id, []).append(Step(triple, False))
+    parent: dict[str, Step | None] = {s: None for s in sources}
+    queue = deque(sources)
+    while queue:
+        node = queue.popleft()
+        for step in adjacent.get(node, ()):
+            if step.target.id not in parent:
+                parent[step.target.id] = step
+                queue.append(step.target.id)
+    paths = []
+    for target in list(dict.fromkeys(targets))[:limit]:
+        if target not in parent or parent[target] is None:
+            continue
+        steps, node = [], target
+        while parent[node] is not None:
+            step = parent[node]
+            steps.append(step)
+            node = step.source.id
+        paths.append(Path(tuple(reversed(steps))))
+    return paths

@@ -1,0 +1,91 @@
+"""FoG training: triple supervision from real gold paths, and a short real training run.
+
+Runs on the real MetaQA store (fixture ``metaqa_kg``), the real PathQuestion files and the
+real bundled MiniLM as the frozen encoder.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from localkg.errors import TrainingDataError
+from localkg.evaluation.datasets import Question, read_questions
+from localkg.evaluation.harness import resolve_topics, select_questions
+from localkg.fog.features import TextVectors, triple_key
+from localkg.fog.supervision import SupervisionLimits, build_example, gold_relation_paths, metaqa_relation_path
+from localkg.fog.train import TrainConfig, TrainingSet, build_examples, select_training_questions, train_scorer
+from localkg.store.model import IN, OUT
+
+
+def metaqa_question(shared: Path, hop: int, line: int) -> Question:
+    return read_questions(shared / "metaqa" / f"{hop}-hop" / "qa_dev.txt")[line - 1]
+
+
+def test_metaqa_question_types_give_relation_paths():
+    assert metaqa_relation_path("actor_to_movie_to_year") == [("starred_actors", IN), ("release_year", OUT)]
+    assert metaqa_relation_path("movie_to_tags") == [("has_tags", OUT)]
+    assert metaqa_relation_path("movie_to_writer_to_movie_to_director") == [
+        ("written_by", OUT), ("written_by", IN), ("directed_by", OUT)]
+    with pytest.raises(TrainingDataError, match="not film-centred"):
+        metaqa_relation_path("actor_to_director")
+
+
+def test_positives_are_the_gold_path_and_negatives_its_neighbourhood(metaqa_kg, shared):
+    question = metaqa_question(shared, 2, 1)  # languages of the films directed by [Joel Zwick] → Greek
+    assert question.qtype == "director_to_movie_to_language"
+    example = build_example(metaqa_kg, question, resolve_topics(metaqa_kg, question), random.Random(0))
+    positives = {triple_key(t) for t, y in zip(example.triples, example.labels) if y == 1.0}
+    assert positives == {("My Big Fat Greek Wedding", "directed_by", "Joel Zwick"),
+                         ("My Big Fat Greek Wedding", "in_language", "Greek")}
+    negatives = [t for t, y in zip(example.triples, example.labels) if y == 0.0]
+    assert 0 < len(negatives) <= 10 * len(positives)
+    assert not {triple_key(t) for t in negatives} & positives
+    path_nodes = {"Joel Zwick", "My Big Fat Greek Wedding", "Greek"}
+    assert all(t.head.id in path_nodes or t.tail.id in path_nodes for t in negatives)
+    assert example.levels["Joel Zwick"] == 0 and example.levels["My Big Fat Greek Wedding"] == 1
+    assert example.levels["Greek"] == 2
+
+
+def test_pathquestion_gold_path_is_walked_to_the_answer(tmp_path, shared):
+    from localkg.loaders.triples import load_triples
+    from localkg.store import KG
+
+    with KG.create(tmp_path / "pq") as kg:
+        load_triples(kg, [shared / "pathquestion" / "2H-kb.txt"], progress=False)
+        question = read_questions(shared / "pathquestion" / "PQ-2H.txt")[0]
+        topics = resolve_topics(kg, question)
+        assert gold_relation_paths(question, topics) == [(topics[0], [("spouse", OUT), ("nationality", OUT)])]
+        example = build_example(kg, question, topics, random.Random(0))
+    positives = {triple_key(t) for t, y in zip(example.triples, example.labels) if y == 1.0}
+    assert ("frederica_of_mecklenburg-strelitz", "spouse", "ernest_augustus_i_of_hanover") in positives
+    assert ("ernest_augustus_i_of_hanover", "nationality", "united_kingdom") in positives
+
+
+def test_questions_without_gold_path_are_refused():
+    question = Question(id="q1", text="who directed Top Hat", answers=[["Mark Sandrich"]], topic_entities=["Top Hat"])
+    with pytest.raises(TrainingDataError, match="no gold path"):
+        gold_relation_paths(question, ["Top Hat"])
+
+
+def test_the_eval_sample_is_left_out(shared):
+    path = shared / "pathquestion" / "PQ-2H.txt"
+    chosen, counts = select_training_questions(TrainingSet([str(path)], exclude_sample=200), seed=0)
+    evaluated = {q.id for q in select_questions(read_questions(path), 200, 0, None)}
+    assert counts == [len(read_questions(path)) - 200]
+    assert not evaluated & {q.id for q in chosen}
+
+
+def test_a_short_real_training_run_lowers_the_loss(metaqa_kg, shared, scorer, tmp_path):
+    questions = select_questions(read_questions(shared / "metaqa" / "2-hop" / "qa_dev.txt"), 16, 1, None)
+    pairs = [(q, resolve_topics(metaqa_kg, q)) for q in questions]
+    examples, skipped = build_examples(metaqa_kg, pairs, SupervisionLimits(max_negatives=60))
+    assert skipped == 0 and len(examples) == 16
+    config = TrainConfig(epochs=4, lr=1e-3, batch_size=8, hidden=64, validation=0.25)
+    report = train_scorer(examples, TextVectors(scorer.embedder), config, tmp_path / "scorer.pt",
+                          scorer.embedder.model_name)
+    assert report.epochs[-1].train_loss < report.epochs[0].train_loss
+    assert report.epochs[-1].validation_loss < report.first_batch_loss
+    assert report.epochs[-1].positive_score > report.epochs[-1].negative_score
+    assert Path(report.checkpoint).is_file()
