@@ -56,8 +56,7 @@ ANSWER_MARK = "?"
 
 def step_text(step: Step) -> str:
     """A walked edge as words: ``starred actors⁻¹`` when walked against the fact."""
-    words = readable_relation(step.triple.relation)
-    return words if step.forward else f"{words}⁻¹"
+    return _walked(step.triple.relation, OUT if step.forward else IN)
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class PathsReasoner(Reasoner):
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
         nodes = [self._node(t) for t in topics]
-        self._topics = {n.id for n in nodes}
+        topic_ids = frozenset(n.id for n in nodes)
         query = without_mentions(question, [n.display for n in nodes])
         split, depth = self.analyse(question, topics, query, notes)
         split_text = prompts.render(PROMPTS, "split", questions=" | ".join(split)) if split else ""
@@ -154,7 +153,7 @@ class PathsReasoner(Reasoner):
         while not done and stages and expanded < self.config["expand_total"]:
             pool = stages[-1].selected
             fresh = [c for c in pool if c.key not in grown_from]
-            grown = self.expand(fresh, query, self.config["expand_total"] - expanded)
+            grown = self.expand(fresh, query, self.config["expand_total"] - expanded, topic_ids)
             grown_from |= {c.key for c in fresh}
             if not grown:
                 break
@@ -167,7 +166,7 @@ class PathsReasoner(Reasoner):
             done = max(stages, key=lambda s: s.p_yes)
             notes.append(f"no stage was judged sufficient; answered from {done.label}, which the model found most "
                          f"sufficient (P(yes)={done.p_yes:.2f})")
-        self._answer(result, done)
+        self._answer(result, done, topic_ids)
 
     # -------------------------------------------------------------- question analysis
     def analyse(self, question: str, topics: list[str], query: str, notes: list[str]) -> tuple[list[str], int]:
@@ -219,26 +218,27 @@ class PathsReasoner(Reasoner):
         """Candidates through the topic entities at ``depth``: relation paths of exactly that length
         from a single entity, or paths of at most that length connecting the two entities the
         answer lies between."""
+        topics = frozenset(n.id for n in chain)
         if len(chain) == 1 or slot in (0, len(chain)):
             start = chain[0] if slot == 0 else chain[-1]
-            return self._paths_from(start, depth, question)
-        return self._connecting(chain[slot - 1], chain[slot], depth, query)
+            return self._paths_from(start, depth, question, topics)
+        return self._connecting(chain[slot - 1], chain[slot], depth, query, topics)
 
-    def _paths_from(self, start: Node, depth: int, question: str) -> list[Candidate]:
+    def _paths_from(self, start: Node, depth: int, question: str, topics: frozenset[str]) -> list[Candidate]:
         ranked = rank_relation_paths(self.kg, self.context.scorer, question, start.id, max_depth=depth,
                                      beam=self.config["fuzzy_width"], max_frontier=self.config["max_frontier"],
                                      depth_penalty=0.0)
         candidates = []
         for path in ranked:
-            answers = tuple(n for n in path.tails if n.id not in self._topics)
+            answers = tuple(n for n in path.tails if n.id not in topics)
             examples = tuple(e for e in path.examples if _simple(e))
             if len(path.steps) != depth or not answers or not examples:
                 continue
-            pattern = tuple(readable_relation(rel) + ("⁻¹" if direction == IN else "") for rel, direction in path.steps)
+            pattern = tuple(_walked(rel, direction) for rel, direction in path.steps)
             candidates.append(Candidate(pattern, examples, answers, depth, path.similarity))
         return merge_parallel(candidates)
 
-    def _connecting(self, first: Node, second: Node, depth: int, query: str) -> list[Candidate]:
+    def _connecting(self, first: Node, second: Node, depth: int, query: str, topics: frozenset[str]) -> list[Candidate]:
         groups: dict[tuple[tuple[str, ...], int], list[Path]] = {}
         for path in self.kg.paths(first.id, second.id, max_hops=depth, limit=self.config["max_paths"]):
             if not _simple(path):
@@ -246,7 +246,7 @@ class PathsReasoner(Reasoner):
             nodes = [path.start] + [step.target for step in path.steps]
             pattern = tuple(step_text(step) for step in path.steps)
             for index in range(1, len(nodes) - 1):
-                if nodes[index].kind != CVT and nodes[index].id not in self._topics:
+                if nodes[index].kind != CVT and nodes[index].id not in topics:
                     groups.setdefault((pattern, index), []).append(path)
         return self._candidates(groups, query, origin="topic")
 
@@ -273,11 +273,12 @@ class PathsReasoner(Reasoner):
         value = model_json(self.llm, prompts.render(PROMPTS, "supplement", question=question), schema,
                            step="supplement", max_tokens=64, notes=notes)
         guesses = string_list(value.get("answers"), 3)
+        topics = frozenset(n.id for n in chain)
         found: dict[str, Node] = {}
         for guess in guesses:
             for label in dict.fromkeys((guess, guess.replace(" ", "_"))):
                 for node in self.kg.find(label):
-                    if node.id not in self._topics:
+                    if node.id not in topics:
                         found.setdefault(node.id, node)
         notes.append(f"supplement: the model guessed {', '.join(guesses) or 'nothing'}; "
                      f"{len(found)} found in the graph")
@@ -288,7 +289,8 @@ class PathsReasoner(Reasoner):
                     groups.setdefault((tuple(step_text(s) for s in path.steps), len(path)), []).append(path)
         return self._candidates(groups, query, origin="supplement")
 
-    def expand(self, selected: Sequence[Candidate], query: str, budget: int) -> list[Candidate]:
+    def expand(self, selected: Sequence[Candidate], query: str, budget: int,
+               topics: frozenset[str]) -> list[Candidate]:
         """Node expansion: each selected path grows by one hop from its answer nodes, along the relation
         (seen at its example paths' ends) that best matches the question; three edges per round,
         ``budget`` in all."""
@@ -309,14 +311,14 @@ class PathsReasoner(Reasoner):
             steps: dict[str, Step] = {}
             for node in candidate.answers[: self.config["max_frontier"]]:
                 for target in self.kg.neighbors(node.id, relation, direction, limit=self.config["max_frontier"]):
-                    if target.id not in self._topics:
+                    if target.id not in topics:
                         triple = Triple(node, relation, target) if direction == OUT else Triple(target, relation, node)
                         reached[target] += 1
                         steps.setdefault(node.id, Step(triple, direction == OUT))
             examples = tuple(Path(e.steps + (steps[e.end.id],)) for e in candidate.examples if e.end.id in steps)
             if not reached or not examples:
                 continue
-            pattern = candidate.pattern + (readable_relation(relation) + ("⁻¹" if direction == IN else ""),)
+            pattern = candidate.pattern + (_walked(relation, direction),)
             answers = tuple(n for n, _c in reached.most_common(self.config["max_frontier"]))
             grown.append(Candidate(pattern, examples, answers, len(pattern), float(scores[best]), "expansion"))
         return grown
@@ -367,9 +369,9 @@ class PathsReasoner(Reasoner):
         order = list(dict.fromkeys(list(picks) + list(range(len(candidates)))))
         return [candidates[i] for i in order[:width]]
 
-    def _answer(self, result: Result, stage: Stage) -> None:
+    def _answer(self, result: Result, stage: Stage, topics: frozenset[str]) -> None:
         best = stage.selected[0]
-        answers = [n for n in best.answers if n.id not in self._topics][: self.config["max_answers"]]
+        answers = [n for n in best.answers if n.id not in topics][: self.config["max_answers"]]
         count = len(answers)
         result.answers = [Answer(n.id, n.display, round(1.0 - i / max(count, 1), 4)) for i, n in enumerate(answers)]
         result.evidence = [path for candidate in stage.selected for path in candidate.examples[:2]]
@@ -377,6 +379,11 @@ class PathsReasoner(Reasoner):
     def _node(self, entity: str) -> Node:
         record = self.kg.node(entity)
         return Node(record.id, record.name or record.value, record.kind)
+
+
+def _walked(relation: str, direction: str) -> str:
+    """A relation as words, marked ``⁻¹`` when walked against the fact."""
+    return readable_relation(relation) + ("⁻¹" if direction == IN else "")
 
 
 def _labels(pattern: tuple[str, ...]) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import AbstractSet as Set
 from typing import Any, Iterable, Sequence
 
 from localkg import prompts
@@ -181,14 +182,14 @@ class GraphExplorer:
         self.prompt_file = prompt_file
 
     def explore(self, question: str, frontier: Sequence[Node], *, query: str, objectives: str, memory: str,
-                visited: set[str], via: dict[str, Step], exclude: set[tuple[str, str, str]] = frozenset(),  # type: ignore[assignment]
+                visited: set[str], via: dict[str, Step], exclude: Set[tuple[str, str, str]] = frozenset(),
                 notes: list[str], step_prefix: str = "") -> Exploration:
         """One depth from ``frontier``. ``query`` is what candidates are ranked against;
         ``visited`` nodes are not reached again; ``via`` says how earlier entities were reached
         (a relation is ranked with the relations of the path that led to it, by embed-path's
         ``path_similarities``: "directed by" + "in language" matches "languages of the films
-        directed by" where "in language" alone does not); ``exclude`` holds (entity, relation, direction) moves that must
-        not be offered (PPoGA's failed paths)."""
+        directed by" where "in language" alone does not); ``exclude`` holds the (entity, relation,
+        direction) moves that must not be offered (walked ones, PPoGA's failed ones)."""
         exploration = Exploration()
         options = self._relation_options(frontier, query, exclude, via)
         if not options:
@@ -209,7 +210,7 @@ class GraphExplorer:
         return exploration
 
     # -------------------------------------------------------------- relations
-    def _relation_options(self, frontier: Sequence[Node], query: str, exclude: set[tuple[str, str, str]],
+    def _relation_options(self, frontier: Sequence[Node], query: str, exclude: Set[tuple[str, str, str]],
                           via: dict[str, Step]) -> list[RelationOption]:
         pooled: dict[tuple[str, str], tuple[str, list[Node]]] = {}
         for node in frontier:

@@ -223,7 +223,8 @@ class PPoGAReasoner(Reasoner):
         else:
             prompt = prompts.render(PROMPTS, "replan", question=question,
                                     failed=bulleted([s.objective for s in failed]),
-                                    facts=bulleted(knowledge.chain[-5:] or [verbalise(t) for t in knowledge.facts[-5:]]))
+                                    facts=bulleted(knowledge.chain[-5:]
+                                                   or [verbalise(t) for t in knowledge.facts[-5:]]))
         value = model_json(self.llm, prompt, schema, step="replan" if failed else "plan",
                            max_tokens=self.config["plan_tokens"], notes=notes)
         steps = []
@@ -256,7 +257,8 @@ class PPoGAReasoner(Reasoner):
         """1 − cosine similarity of the prediction to the observation (1.0 when nothing was found)."""
         if found.empty:
             return 1.0
-        predicted = " ".join([prediction.get("expected_information_type", "")] + prediction.get("predicted_entities", []))
+        predicted = " ".join([prediction.get("expected_information_type", ""),
+                              *prediction.get("predicted_entities", [])])
         observed = " ".join([o.label for o in found.relations] + [n.display for n in found.kept])
         if not predicted.strip():
             return 1.0
