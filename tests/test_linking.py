@@ -84,9 +84,10 @@ def test_misspelled_name_is_found_by_the_vector_index(linker: EntityLinker) -> N
     assert top.id == "Top Hat" and "vector similarity" in top.reason and "exact" not in top.reason
 
 
-def test_partial_name_is_found_by_full_text_search(kg: KG) -> None:
-    no_vectors = EntityLinker.__new__(EntityLinker)
-    no_vectors.kg, no_vectors._embedder, no_vectors.vectors, no_vectors.fulltext = kg, None, None, True
+def test_partial_name_is_found_by_full_text_search(kg: KG, scorer) -> None:
+    no_vectors = EntityLinker(kg, scorer.embedder)
+    no_vectors.vectors = None  # exact names and full-text search only
+    assert no_vectors.fulltext
     top = no_vectors.link("which films starred [Rogers, Ginger]", k=3)[0]
     assert top.id in ("Ginger Rogers", "ginger rogers") and top.reason.startswith("full-text match")
 
