@@ -21,6 +21,13 @@ mapped like this:
 * every other line is a fact; typed literals become literal nodes whose id is
   their N-Triples spelling (``"1961-08-04"^^xsd:date``).
 
+A line is split into its three terms first and its predicate looked up (once
+per distinct predicate); a filtered line is counted and dropped without
+parsing its subject and object, which makes the third of the dump that is
+bookkeeping nearly free. So damage inside a filtered line's terms counts as
+filtered, not rejected; damage to the line's shape (truncated, no final dot,
+invalid UTF-8, blank) is always rejected.
+
 CVT (mediator) nodes are machine ids that never get a name. A name may come
 after the edges that mention a node, and in another chunk, so this is decided
 once at the end of the load: every ``m.``/``g.`` entity without a name
@@ -37,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from localkg.loaders.ntriples import BadLine, Literal, parse_triple
-from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, split_lines
+from localkg.loaders.ntriples import BadLine, Literal, iri, split_triple, term_value
+from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank, split_lines
 from localkg.loaders.triples import literal_node_id
-from localkg.store.model import CVT
+from localkg.store.model import CVT, LITERAL
 from localkg.store.writer import FactBatch, NodeAttributes
 
 NAMESPACE = "http://rdf.freebase.com/ns/"
@@ -149,23 +156,14 @@ class FreebaseFormat(DumpFormat):
     langs: tuple[str, ...] = ("en",)
     filter: PredicateFilter = field(default_factory=PredicateFilter.read)
     name: str = "freebase"
+    _lang_ranks: dict[str, int | None] = field(default_factory=dict, repr=False, compare=False)
 
     def options(self) -> dict[str, Any]:
         return {"format": "freebase", "langs": list(self.langs), "filter": list(self.filter.patterns)}
 
-    def lang_rank(self, lang: str) -> int | None:
-        """0 for the first language, 1 for its regional variants, 2 for the second …; None: not wanted."""
-        lang = lang.lower()
-        for position, wanted in enumerate(self.langs):
-            if lang == wanted:
-                return 2 * position
-            if lang.startswith(wanted + "-"):
-                return 2 * position + 1
-        return None
-
-    def cut(self, data: bytearray) -> int:
+    def cut(self, data: bytearray, limit: int) -> int:
         """End a chunk between two subjects, so one entity's lines (its names) are parsed together."""
-        end = data.rfind(b"\n") + 1
+        end = data.rfind(b"\n", 0, limit) + 1
         if end == 0:
             return 0
         start = data.rfind(b"\n", 0, end - 1) + 1
@@ -173,7 +171,9 @@ class FreebaseFormat(DumpFormat):
         if tab <= start:
             return end
         subject = bytes(data[start:tab + 1])
-        floor = len(data) // 2
+        if len(data) >= end + len(subject) and not data.startswith(subject, end):
+            return end  # the next line begins another subject
+        floor = limit // 2
         while start > floor:
             previous = data.rfind(b"\n", 0, start - 1) + 1
             if not data.startswith(subject, previous):
@@ -188,35 +188,39 @@ class FreebaseFormat(DumpFormat):
         subjects: dict[str, _Attributes] = defaultdict(_Attributes)
         schema_names: dict[str, tuple[str, int]] = {}
         literals: dict[str, Literal] = {}
-        roles: dict[str, str | None] = {}
+        predicates: dict[str, tuple[str, str | None]] = {}
         filtered = result.filtered
+        last_term, last_subject = "", ""
         for number, line in split_lines(chunk, result):
             try:
-                s, p, o = parse_triple(line)
+                subject_term, predicate_term, object_term = split_triple(line)
+                known = predicates.get(predicate_term)
+                if known is None:
+                    predicate = freebase_id(iri(predicate_term))
+                    known = predicates[predicate_term] = (predicate, self._role(predicate))
+                predicate, role = known
+                if role is not None and role[0] == "!":
+                    filtered[role[1:]] += 1
+                    continue
+                if subject_term != last_term:
+                    last_term, last_subject = subject_term, freebase_id(iri(subject_term))
+                value = term_value(object_term)
             except BadLine as error:
                 result.reject(number, str(error), line)
                 continue
-            subject, predicate = freebase_id(s), freebase_id(p)
-            role = roles.get(predicate, "")
-            if role == "":
-                role = roles[predicate] = self._role(predicate)
             if role is None:
-                tail = freebase_id(o) if not isinstance(o, Literal) else _literal_id(o, literals)
-                heads.append(subject)
+                heads.append(last_subject)
                 relations.append(predicate)
-                tails.append(tail)
-                continue
-            if role.startswith("filter:"):
-                filtered[role[7:]] += 1
-                continue
-            self._attribute(role, subject, o, subjects, schema_names, result)
+                tails.append(freebase_id(value) if type(value) is str else _literal_id(value, literals))
+            else:
+                self._attribute(role, last_subject, value, subjects, schema_names, result)
         for subject, attributes in subjects.items():
             batch.nodes[subject] = NodeAttributes(name=attributes.name, aliases=attributes.aliases,
                                                   description=attributes.description, types=attributes.types,
                                                   explicit=True)
-        for node_id, literal in literals.items():
-            batch.nodes[node_id] = NodeAttributes(name=literal.value, kind="literal", value=literal.value,
-                                                  datatype=short_datatype(literal.datatype), lang=literal.lang)
+        for node_id, value in literals.items():
+            batch.nodes[node_id] = NodeAttributes(name=value.value, kind=LITERAL, value=value.value,
+                                                  datatype=short_datatype(value.datatype), lang=value.lang)
         result.state = {"schema_names": schema_names}
         return result
 
@@ -224,7 +228,7 @@ class FreebaseFormat(DumpFormat):
         if predicate in (NAME, ALIAS, DESCRIPTION, TYPE):
             return predicate
         pattern = self.filter.match(predicate)
-        return None if pattern is None else "filter:" + pattern
+        return None if pattern is None else "!" + pattern
 
     def _attribute(self, role: str, subject: str, value: str | Literal, subjects: dict[str, _Attributes],
                    schema_names: dict[str, tuple[str, int]], result: ChunkResult) -> None:
@@ -239,7 +243,10 @@ class FreebaseFormat(DumpFormat):
         if not isinstance(value, Literal):
             result.filtered[f"{role} that is not a literal"] += 1
             return
-        rank = self.lang_rank(value.lang) if value.lang else len(self.langs) * 2
+        rank = self._lang_ranks.get(value.lang, -1)
+        if rank == -1:
+            rank = self._lang_ranks[value.lang] = (lang_rank(self.langs, value.lang) if value.lang
+                                                   else len(self.langs) * 2)
         if rank is None:
             result.filtered[f"{role} in another language"] += 1
             return

@@ -42,7 +42,6 @@ class Literal(NamedTuple):
 _ESCAPE = re.compile(r"\\(?:([tbnrf\"'\\])|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8}))|\\")
 _SIMPLE_ESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
 _LANG = re.compile(r"[A-Za-z]+(?:-[A-Za-z0-9]+)*")
-_IRI_FORBIDDEN = re.compile(r'[\x00-\x20<>"{}|^`]')
 # One term at the start of the text: IRI, blank node or literal (with its suffix).
 _TERM = re.compile(
     r'<[^>\s]*>'
@@ -50,6 +49,7 @@ _TERM = re.compile(
     r'|"(?:[^"\\\n\r]|\\.)*"(?:@[A-Za-z]+(?:-[A-Za-z0-9]+)*|\^\^<[^>\s]*>)?'
 )
 _GAP = re.compile(r"[ \t]*")
+_LEXICAL = re.compile(r'(?:[^"\\]|\\.)*', re.S)
 
 
 def unescape(text: str) -> str:
@@ -69,58 +69,75 @@ def unescape(text: str) -> str:
     return _ESCAPE.sub(replace, text)
 
 
-def _iri(term: str) -> str:
-    if len(term) < 2 or term[0] != "<" or term[-1] != ">":
+def iri(term: str) -> str:
+    """The IRI (or ``_:label`` blank node) written as ``term``; checked for the characters that
+    show damage (space, quote, angle bracket, newline), not for full RFC 3987 syntax."""
+    if term[:1] != "<" or term[-1:] != ">" or len(term) < 2:
         if term.startswith("_:") and len(term) > 2:
             return term
         raise BadLine("malformed term" if term else "truncated line")
-    iri = term[1:-1]
-    if "\\" in iri:
-        iri = unescape(iri)
-    if _IRI_FORBIDDEN.search(iri):
+    value = term[1:-1]
+    if "\\" in value:
+        value = unescape(value)
+    if " " in value or '"' in value or "<" in value or ">" in value or "\n" in value:
         raise BadLine("malformed IRI")
-    return iri
+    return value
 
 
-def _literal(term: str) -> Literal:
+_VALID_LANGS: set[str] = set()
+
+
+def literal(term: str) -> Literal:
+    """The literal written as ``term`` (which starts with a quote)."""
     close = term.rfind('"')
     if close <= 0:
         raise BadLine("truncated line")
     lexical, suffix = term[1:close], term[close + 1:]
     if '"' in lexical or "\\" in lexical:
-        if re.fullmatch(r'(?:[^"\\]|\\.)*', lexical, re.S) is None:
+        if _LEXICAL.fullmatch(lexical) is None:
             raise BadLine("bad escape" if "\\" in lexical else "unescaped quote in literal")
         lexical = unescape(lexical)
     if not suffix:
         return Literal(lexical)
     if suffix[0] == "@":
         lang = suffix[1:]
-        if not _LANG.fullmatch(lang):
-            raise BadLine("malformed language tag")
+        if lang not in _VALID_LANGS:
+            if _LANG.fullmatch(lang) is None:
+                raise BadLine("malformed language tag")
+            if len(_VALID_LANGS) < 10_000:
+                _VALID_LANGS.add(lang)
         return Literal(lexical, "", lang)
     if suffix.startswith("^^<") and suffix.endswith(">"):
-        return Literal(lexical, _iri(suffix[2:]), "")
+        return Literal(lexical, iri(suffix[2:]), "")
     raise BadLine("malformed literal suffix")
 
 
-def _object(term: str) -> str | Literal:
+def term_value(term: str) -> str | Literal:
+    """An object term: a literal, or an IRI / blank node."""
     if term[:1] == '"':
-        return _literal(term)
-    return _iri(term)
+        return literal(term)
+    return iri(term)
+
+
+def split_triple(line: str) -> tuple[str, str, str]:
+    """The three terms of a line (without its newline), unparsed; raises BadLine if it has no three
+    terms and a final dot. Callers that drop most lines by predicate parse only what they keep."""
+    parts = line.split("\t")
+    if len(parts) == 4 and parts[3] == ".":
+        return parts[0], parts[1], parts[2]
+    parts = line.split(" ")
+    if len(parts) == 4 and parts[3] == ".":
+        return parts[0], parts[1], parts[2]
+    return _split_general(line)
 
 
 def parse_triple(line: str) -> tuple[str, str, str | Literal]:
     """Parse one line (without its newline) into (subject, predicate, object)."""
-    parts = line.split("\t")
-    if len(parts) == 4 and parts[3] == ".":
-        return _iri(parts[0]), _iri(parts[1]), _object(parts[2])
-    parts = line.split(" ")
-    if len(parts) == 4 and parts[3] == ".":
-        return _iri(parts[0]), _iri(parts[1]), _object(parts[2])
-    return _parse_general(line)
+    subject, predicate, obj = split_triple(line)
+    return iri(subject), iri(predicate), term_value(obj)
 
 
-def _parse_general(line: str) -> tuple[str, str, str | Literal]:
+def _split_general(line: str) -> tuple[str, str, str]:
     """The slow path: any spacing, literals with spaces or tabs; diagnoses what is wrong."""
     if not line.strip():
         raise BadLine("blank line")
@@ -141,7 +158,7 @@ def _parse_general(line: str) -> tuple[str, str, str | Literal]:
         raise BadLine("missing terminator")
     if rest[0] != "." or (rest[1:].strip() and not rest[1:].strip().startswith("#")):
         raise BadLine("text after the object")
-    return _iri(terms[0]), _iri(terms[1]), _object(terms[2])
+    return terms[0], terms[1], terms[2]
 
 
 def _diagnose(text: str) -> str:

@@ -31,6 +31,7 @@ import os
 import signal
 import time
 import zlib
+from concurrent.futures import ProcessPoolExecutor
 from collections import Counter, deque
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -43,7 +44,7 @@ from localkg.loaders.sources import compressed_position, open_binary
 from localkg.store.writer import FactBatch, WriteCounts
 
 CHUNK_BYTES = 16 << 20
-READ_BYTES = 1 << 20
+READ_BYTES = 1 << 16
 IN_FLIGHT_PER_WORKER = 2
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, ValueError)
 
@@ -87,9 +88,9 @@ class DumpFormat:
         """The options that make two loads the same load (saved with the checkpoint)."""
         raise NotImplementedError
 
-    def cut(self, data: bytearray) -> int:
-        """Where a chunk ends in ``data``: after the last newline (0: no whole line yet)."""
-        return cut_after_last_line(data)
+    def cut(self, data: bytearray, limit: int) -> int:
+        """Where a chunk ends in ``data``, at most ``limit`` bytes in (0: no whole line there)."""
+        return cut_after_last_line(data, limit)
 
     def parse(self, chunk: Chunk) -> ChunkResult:
         raise NotImplementedError
@@ -183,6 +184,18 @@ def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Itera
         yield number + index, line
 
 
+def lang_rank(langs: Sequence[str], lang: str) -> int | None:
+    """Where a language tag stands in ``langs``: 0 for the first language, 1 for its regional
+    variants (``en-gb`` for ``en``), 2 for the second language …; None when it is not wanted."""
+    lang = lang.lower()
+    for position, wanted in enumerate(langs):
+        if lang == wanted:
+            return 2 * position
+        if lang.startswith(wanted + "-"):
+            return 2 * position + 1
+    return None
+
+
 def _decode_or_none(raw: bytes) -> str | None:
     try:
         return raw.decode("utf-8")
@@ -191,39 +204,46 @@ def _decode_or_none(raw: bytes) -> str | None:
 
 
 # ---------------------------------------------------------------- reading
-def cut_after_last_line(data: bytearray) -> int:
-    return data.rfind(b"\n") + 1
+def cut_after_last_line(data: bytearray, limit: int) -> int:
+    """End a chunk after the last newline within ``limit`` bytes (0: none there)."""
+    return data.rfind(b"\n", 0, limit) + 1
 
 
 def iter_chunks(paths: Sequence[Path], start: Position, chunk_bytes: int,
-                cut: Callable[[bytearray], int] = cut_after_last_line) -> Iterator[Chunk]:
-    """Whole-line chunks of ``paths`` from ``start``; damage raises LoadError after the lines before it."""
+                cut: Callable[[bytearray, int], int] = cut_after_last_line) -> Iterator[Chunk]:
+    """Whole-line chunks of about ``chunk_bytes`` from ``start``; damage raises LoadError after the
+    lines before it."""
     done_compressed = sum(Path(p).stat().st_size for p in paths[:start.file])
     number = start.chunk
     for index in range(start.file, len(paths)):
         path = Path(paths[index])
         offset, line = (start.offset, start.line) if index == start.file else (0, 0)
         buffer = bytearray()
+        eof = False
         with open_binary(path) as handle:
             try:
                 if offset:
                     handle.seek(offset)
-                while True:
-                    piece = handle.read(READ_BYTES)
-                    if piece:
-                        buffer += piece
-                    if len(buffer) < chunk_bytes and piece:
-                        continue
-                    end = len(buffer) if not piece else cut(buffer)
-                    if end:
+                read = getattr(handle, "read1", handle.read)  # small reads: damage loses at most one
+                while not eof:
+                    piece = read(READ_BYTES)
+                    eof = not piece
+                    buffer += piece
+                    while buffer and (eof or len(buffer) >= chunk_bytes):
+                        if eof and len(buffer) <= chunk_bytes:
+                            end = len(buffer)
+                        else:
+                            end = cut(buffer, chunk_bytes) or buffer.find(b"\n", chunk_bytes) + 1
+                            if not end:  # one line longer than a chunk: read on, or take the rest at the end
+                                if not eof:
+                                    break
+                                end = len(buffer)
                         data = bytes(buffer[:end])
                         del buffer[:end]
                         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
                         yield Chunk(index, number, line + 1, data, offset + end, line + lines,
                                     done_compressed + compressed_position(handle))
                         number, offset, line = number + 1, offset + end, line + lines
-                    if not piece:
-                        break
             except _DECOMPRESSION_ERRORS as error:
                 end = buffer.rfind(b"\n") + 1
                 if end:
@@ -260,32 +280,34 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
     """Parse chunks (in ``workers`` processes, or here when 0) and yield results in input order.
 
     A LoadError from reading is raised only after the chunks read before it have been yielded.
+    A worker that dies (or cannot start, e.g. a script without ``if __name__ == "__main__"``)
+    raises ``BrokenProcessPool`` instead of hanging.
     """
     if workers <= 0:
         for chunk in chunks:
             yield replace(chunk, data=b""), fmt.parse(chunk)
         return
-    pool = multiprocessing.get_context("spawn").Pool(workers, initializer=_start_worker, initargs=(fmt,))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(fmt,))
     pending: deque = deque()
     failure: LoadError | None = None
     try:
         try:
             for chunk in chunks:
-                pending.append((replace(chunk, data=b""), pool.apply_async(_parse_in_worker, (chunk,))))
+                pending.append((replace(chunk, data=b""), pool.submit(_parse_in_worker, chunk)))
                 del chunk
                 if len(pending) >= IN_FLIGHT_PER_WORKER * workers:
                     meta, job = pending.popleft()
-                    yield meta, job.get()
+                    yield meta, job.result()
         except LoadError as error:
             failure = error
         while pending:
             meta, job = pending.popleft()
-            yield meta, job.get()
+            yield meta, job.result()
         if failure is not None:
             raise failure
     finally:
-        pool.terminate()
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ---------------------------------------------------------------- the load

@@ -1,0 +1,276 @@
+"""`localkg load freebase`: the real first lines of the dump, generated dumps, literals, filters,
+damaged lines and truncated files, on the real Kùzu store."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyoxigraph
+import pytest
+from click.testing import CliRunner
+
+from localkg.cli import main
+from localkg.errors import LoadError
+from localkg.loaders.freebase import PredicateFilter, freebase_id, load_freebase
+from localkg.store import KG
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+FREEBASE = SHARED / "data" / "freebase_rdf"
+MAKE_DUMP = SHARED / "tools" / "make_dump.py"
+NS = "http://rdf.freebase.com/ns/"
+
+
+def make_dump(out: Path, entities: int, *extra: str) -> dict:
+    done = subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities", str(entities), "--out",
+                           str(out), *extra], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def read_lines(path: Path) -> list[bytes]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        return handle.read().split(b"\n")[:-1]
+
+
+def accounted(report) -> int:
+    return (report.facts_loaded + report.duplicates + report.attributes + report.filtered + report.skipped
+            + report.rejected)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("fb") / "fb.nt.gz"
+    make_dump(path, 400)
+    return path
+
+
+@pytest.fixture(scope="module")
+def generated_kg(tmp_path_factory: pytest.TempPathFactory, generated: Path):
+    """The generated dump loaded in 32 KiB chunks, so names often arrive in a later chunk than the
+    edges that first mention a node (their aliases and types are then added to a stored node)."""
+    kg = KG.create(tmp_path_factory.mktemp("fbdb") / "db")
+    report = load_freebase(kg, [generated], workers=0, progress=False, chunk_bytes=32 << 10)
+    yield kg, report
+    kg.close()
+
+
+def test_real_head_of_the_dump_is_schema_and_bookkeeping(tmp_path: Path) -> None:
+    with KG.create(tmp_path / "db") as kg:
+        report = load_freebase(kg, [FREEBASE / "fb-rdf-10k-head.nt"], workers=0, progress=False)
+        assert report.lines_read == 10_000 and report.rejected == 0
+        assert report.filtered_by_reason["type.*"] >= 9_945  # every type.type.instance line
+        assert report.facts_loaded == 0
+        assert accounted(report) == report.lines_read
+        assert kg.stats().facts == 0
+
+
+def test_every_line_of_a_generated_dump_is_accounted_for(generated_kg) -> None:
+    kg, report = generated_kg
+    assert report.complete and report.rejected == 0 and report.chunks > 8
+    assert accounted(report) == report.lines_read
+    for pattern in ("type.*", "owl:*", "common.*", "kg.*"):
+        assert report.filtered_by_reason[pattern] > 0
+    assert report.filtered_by_reason["type.object.name in another language"] > 0
+    assert kg.stats().facts == report.facts_loaded
+
+
+def test_names_aliases_descriptions_and_types_are_attributes(generated: Path, generated_kg) -> None:
+    kg, _ = generated_kg
+    names, aliases, descriptions, types = {}, {}, {}, {}
+    for raw in read_lines(generated):
+        s, p, o, _ = raw.decode().split("\t")
+        subject, predicate = freebase_id(s[1:-1]), freebase_id(p[1:-1])
+        if not subject.startswith("m."):
+            continue
+        if predicate == "type.object.name" and o.endswith("@en"):
+            names[subject] = o[1:-4]
+        elif predicate == "common.topic.alias":
+            aliases.setdefault(subject, []).append(o[1:-4])
+        elif predicate == "common.topic.description":
+            descriptions[subject] = o[1:-4].encode().decode("unicode_escape").encode("latin-1").decode()
+        elif predicate == "type.object.type":
+            types.setdefault(subject, []).append(freebase_id(o[1:-1]))
+    assert len(names) == 400
+    for mid, name in names.items():
+        record = kg.node(mid)
+        assert record.name == name and record.kind == "entity"
+        assert set(aliases.get(mid, [])) <= set(record.aliases)
+        assert record.types == tuple(types[mid])
+        if mid in descriptions:
+            assert record.description == descriptions[mid]
+    assert not kg.find(next(iter(names.values())) + " zzz")
+    for relation in ("type.object.name", "common.topic.alias", "type.object.type", "type.type.instance"):
+        assert all(r[0] != relation for r in kg.relation_catalogue())
+
+
+def test_unnamed_machine_ids_become_cvt_nodes_that_steps_hop_through(generated: Path, generated_kg) -> None:
+    kg, report = generated_kg
+    marriages = [raw.decode().split("\t") for raw in read_lines(generated) if b"people.person.spouse_s" in raw]
+    assert marriages and report.details["cvt_nodes_marked"] == len(marriages)
+    person, _, cvt, _ = marriages[0]
+    person, cvt = freebase_id(person[1:-1]), freebase_id(cvt[1:-1])
+    assert kg.node(cvt).kind == "cvt" and kg.node(cvt).types == ("people.marriage",)
+    moves = [path for path in kg.steps(person) if len(path) == 2]
+    assert any(path.steps[0].triple.tail.id == cvt and path.relations[1] == "people.marriage.from"
+               for path in moves)
+    assert kg.stats().cvts == len(marriages)
+
+
+def test_literals_are_nodes_with_value_datatype_and_language(tmp_path: Path) -> None:
+    lines = [
+        f'<{NS}m.01>\t<{NS}type.object.name>\t"Ann"@en\t.',
+        f'<{NS}m.01>\t<{NS}people.person.date_of_birth>\t"1961-08-04"^^<http://www.w3.org/2001/XMLSchema#date>\t.',
+        f'<{NS}m.01>\t<{NS}people.person.height_meters>\t"1.85"^^<http://www.w3.org/2001/XMLSchema#float>\t.',
+        f'<{NS}m.01>\t<{NS}base.x.count>\t"42"^^<http://www.w3.org/2001/XMLSchema#int>\t.',
+        f'<{NS}m.01>\t<{NS}base.x.flag>\t"true"^^<http://www.w3.org/2001/XMLSchema#boolean>\t.',
+        f'<{NS}m.01>\t<{NS}base.x.motto>\t"Paris \\"vaut\\" bien\\tune messe"@fr\t.',
+        f'<{NS}m.01>\t<{NS}base.x.note>\t"caf\\u00E9"\t.',
+    ]
+    source = tmp_path / "lit.nt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with KG.create(tmp_path / "db") as kg:
+        report = load_freebase(kg, [source], workers=0, progress=False)
+        assert report.facts_loaded == 6 and report.attributes == 1
+        tails = {t.relation: t.tail.id for t in kg.triples("m.01")}
+        assert tails["people.person.date_of_birth"] == '"1961-08-04"^^xsd:date'
+        assert tails["people.person.height_meters"] == '"1.85"^^xsd:float'
+        assert tails["base.x.count"] == '"42"^^xsd:int'
+        assert tails["base.x.flag"] == '"true"^^xsd:boolean'
+        assert tails["base.x.motto"] == '"Paris \\"vaut\\" bien\tune messe"@fr'
+        assert tails["base.x.note"] == '"café"'
+        date = kg.node('"1961-08-04"^^xsd:date')
+        assert (date.kind, date.value, date.datatype, date.lang) == ("literal", "1961-08-04", "xsd:date", "")
+        motto = kg.node(tails["base.x.motto"])
+        assert (motto.value, motto.lang) == ('Paris "vaut" bien\tune messe', "fr")
+
+
+def test_relation_labels_come_from_schema_names_else_from_the_id(generated_kg) -> None:
+    kg, report = generated_kg
+    labels = {relation: label for relation, label, _, _ in kg.relation_catalogue()}
+    assert labels["people.person.place_of_birth"] == "place of birth"  # the schema line's name
+    assert labels["people.marriage.spouse"] == "spouse"  # no schema line: relation_label
+    assert report.details["relations_labelled"] >= 15
+
+
+def test_other_languages_only_when_asked(tmp_path: Path) -> None:
+    lines = [f'<{NS}m.01>\t<{NS}type.object.name>\t"Munich"@en\t.',
+             f'<{NS}m.01>\t<{NS}type.object.name>\t"München"@de\t.',
+             f'<{NS}m.02>\t<{NS}type.object.name>\t"Köln"@de\t.',
+             f'<{NS}m.03>\t<{NS}type.object.name>\t"Colour"@en-GB\t.',
+             f'<{NS}m.01>\t<{NS}location.location.contains>\t<{NS}m.02>\t.',
+             f'<{NS}m.01>\t<{NS}location.location.contains>\t<{NS}m.03>\t.']
+    source = tmp_path / "names.nt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with KG.create(tmp_path / "en") as kg:
+        load_freebase(kg, [source], workers=0, progress=False)
+        assert kg.node("m.01").name == "Munich" and kg.node("m.01").aliases == ()
+        assert kg.node("m.02").kind == "cvt"  # no English name at all
+        assert kg.node("m.03").name == "Colour"  # a regional variant stands in
+    with KG.create(tmp_path / "en-de") as kg:
+        load_freebase(kg, [source], langs=["en", "de"], workers=0, progress=False)
+        assert kg.node("m.01").name == "Munich" and kg.node("m.01").aliases == ("München",)
+        assert kg.node("m.02").name == "Köln" and kg.node("m.02").kind == "entity"
+        assert [n.id for n in kg.find("münchen")] == ["m.01"]
+
+
+def test_filter_is_a_file_and_can_be_replaced(tmp_path: Path) -> None:
+    default = PredicateFilter.read()
+    assert default.match("type.type.instance") == "type.*" and default.match("owl:sameAs") == "owl:*"
+    assert default.match("people.person.place_of_birth") is None
+    keep_all = tmp_path / "none.txt"
+    keep_all.write_text("# keep everything\n")
+    with KG.create(tmp_path / "db") as kg:
+        report = load_freebase(kg, [FREEBASE / "fb-rdf-10k-head.nt"], filter_path=keep_all, workers=0,
+                               progress=False)
+        assert report.filtered_by_reason == {"schema object attribute": 6}  # types of schema objects
+        assert any(r[0] == "type.type.instance" for r in kg.relation_catalogue())
+        with pytest.raises(LoadError, match="cannot read the filter file"):
+            load_freebase(kg, [FREEBASE / "fb-rdf-10k-head.nt"], filter_path=tmp_path / "missing.txt")
+
+
+def _valid_by_pyoxigraph(line: bytes) -> bool:
+    try:
+        return len(list(pyoxigraph.parse(line + b"\n", format=pyoxigraph.RdfFormat.N_TRIPLES))) == 1
+    except SyntaxError:
+        return False
+
+
+def test_damaged_lines_are_rejected_with_line_and_reason_and_good_lines_load(tmp_path: Path) -> None:
+    source = tmp_path / "bad.nt.gz"
+    summary = make_dump(source, 300, "--corrupt", "0.05", "--seed", "3")
+    assert summary["corrupted"] > 50
+    with KG.create(tmp_path / "db") as kg:
+        report = load_freebase(kg, [source], workers=0, progress=False)
+        assert report.complete and accounted(report) == report.lines_read
+        assert set(report.rejected_by_reason) <= {"blank line", "invalid UTF-8", "missing terminator",
+                                                  "truncated line", "bad escape", "malformed term",
+                                                  "malformed IRI", "malformed literal suffix",
+                                                  "unescaped quote in literal", "malformed language tag"}
+        assert {"blank line", "invalid UTF-8", "missing terminator", "truncated line"} <= set(report.rejected_by_reason)
+        lines = read_lines(source)
+        rows = [row.split("\t") for row in (tmp_path / "db" / "rejects.tsv").read_text().splitlines()[1:]]
+        rejected = {int(row[1]) for row in rows}
+        assert len(rows) == report.rejected
+        for number in rejected:  # an independent parser agrees each rejected line is broken
+            assert not lines[number - 1].strip() or not _valid_by_pyoxigraph(lines[number - 1])
+        filter_ = PredicateFilter.read()
+        facts = set()
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip() or not _valid_by_pyoxigraph(raw):
+                continue
+            assert number not in rejected  # every good line is used
+            s, p, o = raw.decode().split("\t")[:3]
+            predicate = freebase_id(p[1:-1])
+            if filter_.match(predicate) is None and predicate not in (
+                    "type.object.name", "common.topic.alias", "common.topic.description", "type.object.type"):
+                facts.add((s, p, o))
+        assert kg.stats().facts == len(facts)
+
+
+def test_truncated_gzip_loads_what_it_can_then_resume_does_not_duplicate(tmp_path: Path, generated: Path) -> None:
+    data = generated.read_bytes()
+    truncated = tmp_path / "cut.nt.gz"
+    truncated.write_bytes(data[: len(data) * 2 // 3])
+    with KG.create(tmp_path / "db") as kg:
+        with pytest.raises(LoadError, match=r"truncated or corrupt after line (\d+)") as caught:
+            load_freebase(kg, [truncated], workers=0, progress=False, chunk_bytes=64 << 10)
+        last_line = int(re.search(r"after line (\d+)", str(caught.value)).group(1))
+        loaded = kg.stats()
+        assert loaded.facts > 0 and last_line > 1000
+        with pytest.raises(LoadError, match="truncated"):
+            load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10)
+        assert kg.stats() == loaded
+        truncated.write_bytes(data)  # the download completed: resume finishes the same load
+        report = load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10)
+        assert report.complete and report.resumed
+        complete = kg.stats()
+    with KG.create(tmp_path / "fresh") as kg:
+        load_freebase(kg, [generated], workers=0, progress=False)
+        assert kg.stats() == complete
+
+
+def test_worker_processes_give_the_same_graph(tmp_path: Path, generated: Path, generated_kg) -> None:
+    kg_one, report_one = generated_kg
+    with KG.create(tmp_path / "db") as kg:
+        report = load_freebase(kg, [generated], workers=2, progress=False, chunk_bytes=64 << 10)
+        assert kg.stats() == kg_one.stats()
+        assert (report.lines_read, report.facts_loaded, report.filtered) == (
+            report_one.lines_read, report_one.facts_loaded, report_one.filtered)
+        assert kg.relation_catalogue() == kg_one.relation_catalogue()
+
+
+def test_cli_load_freebase_prints_the_report(tmp_path: Path, generated: Path) -> None:
+    result = CliRunner().invoke(main, ["load", "freebase", str(generated), "--db", str(tmp_path / "db"),
+                                       "--workers", "0", "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["complete"] and report["facts_loaded"] > 0 and report["rejected"] == 0
+    text = CliRunner().invoke(main, ["load", "freebase", str(generated), "--db", str(tmp_path / "db"),
+                                     "--workers", "0", "--quiet"])
+    assert text.exit_code == 0 and "duplicates" in text.output
+    missing = CliRunner().invoke(main, ["load", "freebase", str(tmp_path / "nope.nt"), "--db", str(tmp_path / "db")])
+    assert missing.exit_code != 0 and "Traceback" not in missing.output
