@@ -14,6 +14,15 @@ objects and hands them to one :class:`GraphWriter`, which
 If the process dies after a commit but before the hash sets are saved, the
 next writer notices that the counts disagree and rebuilds the sets from the
 database.
+
+Aliases and types added to nodes that are already stored are list-column
+updates, and kuzu 0.11.3 corrupts list values when a list ``SET`` shares a
+transaction with a ``COPY``, or is not separated from later ``COPY``s by a
+checkpoint (rows then read other rows' lists). So these additions are saved
+as Parquet under ``DB/pending/`` before the batch commits and applied when
+the writer closes, in their own transaction between two checkpoints; a
+writer that finds pending files left by a crashed one applies them first.
+Names, descriptions and kinds (scalars) are updated in the batch itself.
 """
 from __future__ import annotations
 
@@ -127,9 +136,11 @@ class GraphWriter:
         self.kg = kg
         self.keys = {name: KeySet(kg.path / schema.KEYS_DIR / name) for name in KEYSETS}
         self.staging = kg.path / schema.STAGING_DIR
+        self.pending = kg.path / "pending"
         self.totals = WriteCounts()
         self._changed = False
         self._ensure_keys_match_database()
+        self._apply_pending_lists()
 
     def __enter__(self) -> "GraphWriter":
         return self
@@ -138,7 +149,8 @@ class GraphWriter:
         self.close()
 
     def close(self) -> None:
-        """Finish: bump the generation if anything changed, compact the key sets, drop staging."""
+        """Finish: apply pending list additions, bump the generation if anything changed, drop staging."""
+        self._apply_pending_lists()
         if self._changed:
             self._flag_hubs()
             self.kg.update_manifest(generation=self.kg.generation + 1)
@@ -150,6 +162,28 @@ class GraphWriter:
         threshold = int(self.kg.manifest.get("hub_degree", schema.HUB_DEGREE))
         self.kg.execute("MATCH (n:Node)-[h:HasRel]->() WHERE NOT n.hub WITH n, sum(h.n) AS degree "
                         "WHERE degree > $threshold SET n.hub = true", {"threshold": threshold})
+
+    def _apply_pending_lists(self) -> None:
+        """Add the saved aliases and types to stored nodes, isolated by checkpoints (see module doc)."""
+        files = sorted(self.pending.glob("*.parquet")) if self.pending.is_dir() else []
+        if not files:
+            return
+        self.kg.execute("CHECKPOINT")
+        connection = self.kg._connection
+        connection.execute("BEGIN TRANSACTION")
+        try:
+            for path in files:
+                self.kg.execute(
+                    f"LOAD FROM '{_quote_path(path)}' MATCH (n:Node {{id: id}}) SET "
+                    "n.aliases = list_distinct(list_concat(coalesce(n.aliases, []), aliases)), "
+                    "n.types = list_distinct(list_concat(coalesce(n.types, []), types))")
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        self.kg.execute("CHECKPOINT")
+        for path in files:
+            path.unlink()
 
     # ------------------------------------------------------------------ consistency
     def _database_counts(self) -> dict[str, int]:
@@ -276,17 +310,30 @@ class GraphWriter:
                 "id": updated,
                 "name": [r.name for r in records],
                 "kind": [r.kind for r in records],
-                "aliases": pa.array([r.aliases for r in records], pa.list_(pa.string())),
                 "description": [r.description for r in records],
-                "types": pa.array([r.types for r in records], pa.list_(pa.string())),
             })
             self.kg.execute(
                 f"LOAD FROM '{path}' MATCH (n:Node {{id: id}}) SET "
                 "n.name = CASE WHEN name = '' THEN n.name ELSE name END, n.kind = kind, "
-                "n.aliases = list_distinct(list_concat(coalesce(n.aliases, []), aliases)), "
-                "n.description = CASE WHEN description = '' THEN n.description ELSE description END, "
-                "n.types = list_distinct(list_concat(coalesce(n.types, []), types))")
+                "n.description = CASE WHEN description = '' THEN n.description ELSE description END")
+            with_lists = [(node_id, r) for node_id, r in zip(updated, records) if r.aliases or r.types]
+            if with_lists:
+                self._save_pending_lists(with_lists)
         return len(new_ids), len(updated)
+
+    def _save_pending_lists(self, rows: list[tuple[str, NodeAttributes]]) -> None:
+        """Save list additions for stored nodes, applied at close (written before the batch commits,
+        so a crash after the commit loses nothing; applying them twice adds nothing)."""
+        self.pending.mkdir(parents=True, exist_ok=True)
+        index = len(list(self.pending.glob("*.parquet")))
+        target = self.pending / f"{index:08d}.parquet"
+        tmp = target.with_suffix(".part")
+        pq.write_table(pa.table({
+            "id": [node_id for node_id, _ in rows],
+            "aliases": pa.array([r.aliases for _, r in rows], pa.list_(pa.string())),
+            "types": pa.array([r.types for _, r in rows], pa.list_(pa.string())),
+        }), tmp)
+        tmp.replace(target)
 
     def _write_labels(self, batch: FactBatch, pending: dict[str, np.ndarray]) -> None:
         pairs: dict[tuple[str, str], str] = {}
