@@ -366,8 +366,9 @@ class DTKGReasoner(Reasoner):
         if subject:
             candidates += [n for n in self.kg.find(subject) if n.id not in {c.id for c in candidates}]
 
-        def similarity(node: Node) -> float:
-            return difflib.SequenceMatcher(None, subject.lower(), node.display.lower()).ratio()
+        def similarity(node: Node) -> tuple[float, float]:  # case breaks ties ("Mark Sandrich" vs a tag)
+            return (difflib.SequenceMatcher(None, subject.lower(), node.display.lower()).ratio(),
+                    difflib.SequenceMatcher(None, subject, node.display).ratio())
 
         return max(candidates, key=similarity)
 

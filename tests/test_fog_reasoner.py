@@ -1,0 +1,158 @@
+"""The ``fog`` reasoner on the real demo store: thresholds, memory masking, exact-copy checks, the
+stop rule, the checkpoint/fallback switch, no gold at inference, and one run with the real model.
+
+Tests of how the reasoner reacts to model outputs use ``ScriptedLLM``; the store, the embedder
+and (in the last test) the GGUF model are real.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from localkg.errors import CheckpointError
+from localkg.fog.checkpoint import save_checkpoint
+from localkg.fog.model import ForesightScorer, ScorerConfig
+from localkg.llm import ScriptedLLM
+from localkg.reasoners.base import Context
+from localkg.reasoners.fog import FoGReasoner, check_update
+
+QUESTION = "Who directed Top Hat?"
+TRIPLE = re.compile(r"^\((.+), (\S+), (.+)\)$")
+
+
+def shown_triples(prompt: str) -> list[str]:
+    """The triple lines of the question's own ``Triples:`` section (the last one; the first is the example)."""
+    section = prompt.rsplit("Triples:\n", 1)[1].split("\nReply with JSON only.", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("(")]
+
+
+def memory_lines(prompt: str) -> list[str]:
+    section = prompt.rsplit("Memory:\n", 1)[1].split("\nTriples:", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("(")]
+
+
+def fog(demo_kg, scorer, llm, **settings) -> FoGReasoner:
+    base = {"decompose": False, "hops": 1, "llm_triples": 5}
+    return FoGReasoner(Context(demo_kg, llm_factory=lambda: llm, scorer_factory=lambda: scorer), **{**base, **settings})
+
+
+class FixedScores:
+    """Known scores per relation, to check which thresholds the reasoner applies where."""
+
+    description = "fixed test scores"
+
+    def initial(self, questions, triples, levels):
+        return np.array([0.05 if t.relation == "has_tags" else 0.5 for t in triples])
+
+    def refined(self, questions, triples, levels):
+        return np.array([0.9 if t.relation in ("directed_by", "written_by") else 0.6 for t in triples])
+
+
+def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer):
+    llm = ScriptedLLM()
+    reasoner = fog(demo_kg, scorer, llm, llm_triples=30)
+    reasoner.triple_scorer = lambda question, topics: FixedScores()
+    expansion = reasoner.expand(FixedScores(), [QUESTION], {"Top Hat": reasoner._node("Top Hat")}, excluded=set())
+    assert expansion.triples and not any(t.relation == "has_tags" for t in expansion.triples)  # 0.05 < tau_e
+    result = reasoner.answer(QUESTION, ["Top Hat"])
+    shown = shown_triples(llm.calls[0].prompt)
+    assert shown and all(TRIPLE.match(line).group(2) in ("directed_by", "written_by") for line in shown)
+    assert "(Top Hat, directed_by, Mark Sandrich)" in shown
+    assert any("in the potential subgraph" in note for note in result.notes)
+
+
+def test_selected_triples_join_memory_and_rejected_ones_are_masked(demo_kg, scorer):
+    def script(step, prompt, options):
+        if step == "memory_update":
+            lines = shown_triples(prompt)
+            return {"selected_triplets": lines[:1], "predict_answer": [],
+                    "subsequent_question": ["Who made Top Hat?"]}
+        return None
+
+    llm = ScriptedLLM(script)
+    fog(demo_kg, scorer, llm, rounds=2).answer(QUESTION, ["Top Hat"])
+    first, second = [c.prompt for c in llm.calls if c.step == "memory_update"]
+    selected, rejected = shown_triples(first)[0], set(shown_triples(first)[1:])
+    assert memory_lines(second) == [selected]
+    assert selected not in shown_triples(second)              # absorbed: not expanded again
+    assert not rejected & set(shown_triples(second))           # rejected: masked
+    assert shown_triples(second)
+
+
+def test_output_not_copied_from_the_input_is_dropped(demo_kg, scorer):
+    llm = ScriptedLLM({"memory_update": [{"selected_triplets": ["(Top Hat, directed_by, Alfred Hitchcock)"],
+                                          "predict_answer": ["Alfred Hitchcock"], "subsequent_question": []}]})
+    result = fog(demo_kg, scorer, llm, rounds=1).answer(QUESTION, ["Top Hat"])
+    assert any("dropped output not copied" in n and "Alfred Hitchcock" in n for n in result.notes)
+    assert "Alfred Hitchcock" not in [a.name for a in result.answers]
+    assert any("graph-side fallback" in n for n in result.notes)
+    update = check_update({"selected_triplets": ["(Top Hat, directed_by, Mark Sandrich)", "(made, up, triple)"],
+                           "predict_answer": ["Mark Sandrich"]}, {"(Top Hat, directed_by, Mark Sandrich)": None},
+                          {"Mark Sandrich": "node"})
+    assert update.selected == [None] and update.answers == ["node"] and update.dropped == ["(made, up, triple)"]
+
+
+def test_search_stops_one_round_after_the_first_answer(demo_kg, scorer):
+    def script(step, prompt, options):
+        head, relation, tail = TRIPLE.match(shown_triples(prompt)[0]).groups()
+        return {"selected_triplets": [shown_triples(prompt)[0]], "predict_answer": [tail if head == "Top Hat" else head],
+                "subsequent_question": ["Anything else?"]}
+
+    answering = ScriptedLLM(script)
+    result = fog(demo_kg, scorer, answering, rounds=4).answer(QUESTION, ["Top Hat"])
+    assert [c.step for c in answering.calls] == ["memory_update", "memory_update"]
+    assert result.answers and all(demo_kg.has_node(a.id) for a in result.answers)
+
+    silent = ScriptedLLM({"memory_update": [{"selected_triplets": [], "predict_answer": [],
+                                             "subsequent_question": ["What else?"]}] * 4})
+    fog(demo_kg, scorer, silent, rounds=3).answer(QUESTION, ["Top Hat"])
+    assert len([c for c in silent.calls if c.step == "memory_update"]) == 3
+
+
+def test_fallback_without_checkpoint_and_trained_scorer_with_one(demo_kg, scorer, tmp_path):
+    llm = ScriptedLLM()
+    missing = fog(demo_kg, scorer, llm, rounds=1, checkpoint=str(tmp_path / "none.pt"))
+    with pytest.raises(CheckpointError):
+        missing.answer(QUESTION, ["Top Hat"])
+    default = fog(demo_kg, scorer, llm, rounds=1).answer(QUESTION, ["Top Hat"])
+    assert any("no trained scorer" in n for n in default.notes)
+    torch.manual_seed(0)
+    path = save_checkpoint(tmp_path / "scorer.pt", ForesightScorer(ScorerConfig(encoder_dim=scorer.embedder.dim,
+                                                                                hidden=32)),
+                           scorer.embedder.model_name, {"trained_on": "nothing (test)"})
+    trained = fog(demo_kg, scorer, llm, rounds=1, checkpoint=str(path), tau_p=0.0).answer(QUESTION, ["Top Hat"])
+    assert any(n.startswith("scores: trained scorer") for n in trained.notes)
+    assert trained.answers
+
+
+def test_inference_reads_no_gold_field(demo_kg, scorer, monkeypatch):
+    """The supervision module (gold paths, gold answers) is never imported or called at inference."""
+    code = ("import sys, localkg.reasoners, localkg.fog.scoring, localkg.fog.checkpoint; "
+            "print('localkg.fog.supervision' in sys.modules)")
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert imported.stdout.split() == ["False"]
+    monkeypatch.setitem(sys.modules, "localkg.fog.supervision", None)   # any import now fails
+    from localkg.evaluation import datasets
+
+    for name in ("answers", "meta", "qtype", "hop"):
+        monkeypatch.setattr(datasets.Question, name, property(lambda self: pytest.fail("gold field read")),
+                            raising=False)
+    result = fog(demo_kg, scorer, ScriptedLLM(), rounds=1).answer(QUESTION, ["Top Hat"])
+    assert result.answers
+
+
+@pytest.mark.model
+def test_real_model_end_to_end(demo_kg, scorer, llm):
+    reasoner = FoGReasoner(Context(demo_kg, llm_factory=lambda: llm, scorer_factory=lambda: scorer),
+                           hops=2, llm_triples=8, rounds=2)
+    mark = len(llm.calls)
+    result = reasoner.answer(QUESTION, ["Top Hat"])
+    steps = [c.step for c in llm.calls[mark:]]
+    assert 1 <= len(steps) <= 3 and set(steps) <= {"decompose", "memory_update"}
+    assert result.answers and all(demo_kg.has_node(a.id) for a in result.answers)
+    assert all(path.start.id == "Top Hat" for path in result.evidence)
