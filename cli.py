@@ -297,6 +297,7 @@ def link(text: str, db: Path, k: int, embed_model: Path | None, as_json: bool) -
     for c in candidates:
         click.echo(f"{c.score:.3f}\t{c.id}\t{c.name}\t{c.reason}")
 
+
 # ---------------------------------------------------------------- training (helper "fog")
 @main.group("train")
 def train_group() -> None:
@@ -359,3 +360,75 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
     else:
         click.echo(f"trained on {report.examples} examples ({report.skipped} questions gave none) on "
                    f"{report.device}; checkpoint: {report.checkpoint}")
+
+
+# ---------------------------------------------------------------- dump loading (helper "dumps")
+def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by `load freebase` and `load wikidata`."""
+    for option in reversed([
+        click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False,
+                                                                          path_type=Path)),
+        db_option(must_exist=False),
+        click.option("--lang", default="en", show_default=True,
+                     help="Name languages, comma-separated, first preferred (e.g. en,fr); others are dropped."),
+        click.option("--resume", is_flag=True, help="Continue an interrupted load of the same files and options."),
+        click.option("--workers", type=click.IntRange(min=0), default=None,
+                     help="Parser processes (default: all cores; 0 parses in the main process)."),
+        click.option("--max-rejects", type=int, default=None, help="Fail when more lines than this are rejected."),
+        click.option("--chunk-mb", type=click.IntRange(min=1), default=16, show_default=True,
+                     help="Text per chunk (one transaction and checkpoint each)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
+        click.option("--quiet", is_flag=True, help="No progress bar."),
+    ]):
+        command = option(command)
+    return command
+
+
+@load.command("freebase")
+@_dump_options
+@click.option("--filter", "filter_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Predicate filter file replacing the default (loaders/data/freebase_filter.txt).")
+@friendly_errors
+def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
+                          max_rejects: int | None, chunk_mb: int, as_json: bool, quiet: bool,
+                          filter_path: Path | None) -> None:
+    """Load the Freebase RDF dump (freebase-rdf-latest.gz; .gz, .bz2 or plain).
+
+    Names, aliases, descriptions and types become node attributes; bookkeeping
+    predicates are filtered; unnamed machine ids become CVT (mediator) nodes.
+    See docs/loading.md.
+    """
+    from localkg.loaders.freebase import load_freebase
+    from localkg.store import KG
+
+    with KG.open(db, create=True) as kg:
+        report = load_freebase(kg, paths, langs=lang.split(","), filter_path=filter_path, resume=resume,
+                               workers=workers, max_rejects=max_rejects, progress=not quiet,
+                               chunk_bytes=chunk_mb << 20)
+    print_load_summary(report, as_json)
+
+
+@load.command("wikidata")
+@_dump_options
+@click.option("--ranks", type=click.Choice(["truthy", "all"]), default="truthy", show_default=True,
+              help="truthy: preferred statements, else normal ones; all: every rank.")
+@click.option("--qualifiers", is_flag=True, help="Statements with qualifiers become statement (CVT) nodes.")
+@click.option("--format", "fmt", type=click.Choice(["auto", "json", "truthy-nt"]), default="auto",
+              show_default=True, help="The JSON dump or the truthy N-Triples dump.")
+@friendly_errors
+def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
+                          max_rejects: int | None, chunk_mb: int, as_json: bool, quiet: bool, ranks: str,
+                          qualifiers: bool, fmt: str) -> None:
+    """Load a Wikidata dump (latest-all.json.gz/.bz2, or latest-truthy.nt.gz with --format truthy-nt).
+
+    Items become nodes with labels, aliases and descriptions; claims become
+    facts; properties label the relation catalogue. See docs/loading.md.
+    """
+    from localkg.loaders.wikidata import load_wikidata
+    from localkg.store import KG
+
+    with KG.open(db, create=True) as kg:
+        report = load_wikidata(kg, paths, langs=lang.split(","), ranks=ranks, qualifiers=qualifiers, format=fmt,
+                               resume=resume, workers=workers, max_rejects=max_rejects, progress=not quiet,
+                               chunk_bytes=chunk_mb << 20)
+    print_load_summary(report, as_json)
