@@ -4,8 +4,8 @@ Prints one JSON object. Each measurement of ``localkg.llm`` comes with a
 reference measured in the same run on the same model file and threads, so
 the ratios mean something on any machine:
 
-* prefill: our canonical evaluation (64-token chunks, see engine.py) against
-  llama-cpp-python's ``Llama.eval`` with its default 512-token batches;
+* prefill: our canonical evaluation (512-token chunks aligned at position 0,
+  see engine.py) against llama-cpp-python's ``Llama.eval`` (default batches);
 * decode: ``LLM.generate`` against a bare ``create_completion`` (wrapper
   overhead; both greedy, both from an empty cache);
 * constrained decode: our grammar decoding (top candidates first) against
