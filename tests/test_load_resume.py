@@ -1,0 +1,126 @@
+"""Resuming dump loads: a load killed (SIGKILL) or interrupted (Ctrl-C) mid-way and resumed ends
+with exactly the graph of an uninterrupted load; a checkpoint older than the last commit (a crash
+between commit and checkpoint) duplicates nothing; a checkpoint of another load is refused."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localkg.errors import ResumeError
+from localkg.loaders.freebase import load_freebase
+from localkg.store import KG
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+MAKE_DUMP = SHARED / "tools" / "make_dump.py"
+CHUNK = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dump") / "fb.nt.gz"
+    subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities", "3000", "--out", str(path)],
+                   check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, dump: Path) -> dict:
+    """The graph of an uninterrupted load."""
+    with KG.create(tmp_path_factory.mktemp("ref") / "db") as kg:
+        report = load_freebase(kg, [dump], workers=0, progress=False, chunk_bytes=CHUNK)
+        assert report.chunks >= 3
+        return snapshot(kg)
+
+
+def snapshot(kg: KG) -> dict:
+    nodes = sorted((r.id, r.name, r.kind, tuple(sorted(r.aliases)), r.description, tuple(sorted(r.types)))
+                   for batch in kg.iter_nodes(kinds=("entity", "cvt", "literal")) for r in batch)
+    summary = sorted(kg.execute("MATCH (n:Node)-[h:HasRel]->(r:Relation) RETURN r.id, h.dir, sum(h.n)").get_all())
+    return {"stats": kg.stats(), "catalogue": kg.relation_catalogue(), "nodes": nodes, "summary": summary}
+
+
+def start_cli(dump: Path, db: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-c", "from localkg.cli import main; main()", "load", "freebase",
+                             str(dump), "--db", str(db), "--chunk-mb", "1", "--workers", "0", "--quiet"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_checkpoint(db: Path, process: subprocess.Popen, chunks: int = 1, timeout: float = 120) -> Path:
+    path = db / "checkpoints" / "freebase.json"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                if json.loads(path.read_text())["position"]["chunk"] >= chunks:
+                    return path
+            except ValueError:
+                pass  # being replaced right now
+        assert process.poll() is None, "the load ended before it could be interrupted"
+        time.sleep(0.05)
+    raise AssertionError("no checkpoint appeared")
+
+
+def test_killed_load_resumes_to_the_same_graph(tmp_path: Path, dump: Path, reference: dict) -> None:
+    db = tmp_path / "db"
+    process = start_cli(dump, db)
+    checkpoint = wait_for_checkpoint(db, process)
+    early = checkpoint.read_text()
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    with KG.open(db) as kg:
+        assert 0 < kg.stats().facts < reference["stats"].facts
+        report = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK)
+        assert report.resumed and report.complete
+        assert snapshot(kg) == reference
+        complete = json.loads(checkpoint.read_text())["report"]
+        assert complete["lines_read"] == report.lines_read  # every line counted once across both runs
+    # A crash after commits whose checkpoints were never saved: the resume repeats those chunks,
+    # and the writer's dedupe adds nothing twice.
+    checkpoint.write_text(early)
+    with KG.open(db) as kg:
+        again = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK)
+        assert again.complete and again.duplicates > 0
+        assert snapshot(kg) == reference
+
+
+def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path: Path, dump: Path, reference: dict) -> None:
+    db = tmp_path / "db"
+    process = start_cli(dump, db)
+    wait_for_checkpoint(db, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    with KG.open(db) as kg:
+        report = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK)
+        assert report.complete and snapshot(kg) == reference
+        finished = load_freebase(kg, [dump], resume=True, workers=0, progress=False)
+        assert finished.complete and finished.lines_read == report.lines_read  # nothing left to do
+        assert snapshot(kg) == reference
+
+
+def test_resume_refuses_a_checkpoint_of_another_load(tmp_path: Path, dump: Path) -> None:
+    small = tmp_path / "small.nt"
+    small.write_bytes(b"<http://rdf.freebase.com/ns/m.01>\t<http://rdf.freebase.com/ns/a.b.c>\t"
+                      b"<http://rdf.freebase.com/ns/m.02>\t.\n")
+    with KG.create(tmp_path / "db") as kg:
+        load_freebase(kg, [small], workers=0, progress=False)
+        with pytest.raises(ResumeError, match="other options"):
+            load_freebase(kg, [small], langs=["fr"], resume=True, workers=0, progress=False)
+        with pytest.raises(ResumeError, match="it is for"):
+            load_freebase(kg, [dump], resume=True, workers=0, progress=False)
+        copy = tmp_path / "copy" / "small.nt"
+        copy.parent.mkdir()
+        shutil.copy(small, copy)
+        report = load_freebase(kg, [copy], workers=0, progress=False)  # without --resume: starts over
+        assert report.facts_loaded == 0 and report.duplicates == 1
