@@ -9,6 +9,8 @@ __all__ = ["REGISTRY", "Answer", "Context", "Reasoner", "Result", "get_reasoner"
 
 # One import per reasoner module (each registers itself).
 from localkg.reasoners import baselines  # noqa: E402,F401  (io, cot, embed-path)
+from localkg.reasoners import tog  # noqa: E402,F401  (tog: Think-on-Graph)
+from localkg.reasoners import bpc  # noqa: E402,F401  (bpc: Bounded Path Context)
 from localkg.reasoners import paths  # noqa: E402,F401  (paths: Paths-over-Graph)
 from localkg.reasoners import plan  # noqa: E402,F401  (plan: Plan-on-Graph)
 from localkg.reasoners import ppoga  # noqa: E402,F401  (ppoga: Predictive Plan-on-Graph with Action)

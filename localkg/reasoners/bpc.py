@@ -1,0 +1,216 @@
+"""Bounded Path Context (Shan & Luo, 2025): the controller keeps the paths, the model sees the last K hops.
+
+Each beam is a path from a topic entity, kept whole by the controller. Per
+depth, every unfinished beam asks the model which relations to follow from its
+current entity; the prompt shows only the question, the current entity, its
+relations (at most ``relation_cap``, then "N more not shown") and the last
+``K`` hops of the path (``K=0`` none, ``K=-1`` all). The model names up to
+``width`` relations or STOP; STOP, or no relation, finishes the beam; each
+picked relation's first ``width`` ends become child beams; at most
+``max_total_beams`` beams are kept, unfinished first. After ``depth`` rounds
+an answer-extraction prompt over the first ``answer_paths`` paths gives the
+answer.
+
+Departures for a small local model and a general store (docs/reasoners.md):
+relations are offered in both directions (the original reads outgoing edges
+only, which cannot answer "which movies did X direct"), ranked by embedding
+relevance to the question with the path so far (the original lists them in
+graph order) and through mediators; the choice is grammar-constrained;
+siblings (beams with the same parent and relation) share one call, as their
+prompts differ only in the entity's name; the answer is a node chosen among
+the paths' ends, weighted by the paths' relevance, followed by the other ends
+its relation chain reached.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from localkg import prompts
+from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.common import (
+    DEFAULT_RELATION_FILTER,
+    Move,
+    ask_choice,
+    ask_scores,
+    candidate_moves,
+    follow,
+    move_option,
+    node_of,
+    rank_moves,
+    relation_filter,
+    without_mentions,
+)
+from localkg.store.model import Node, Path
+
+PROMPTS = "bpc"
+
+
+@dataclass(frozen=True)
+class Beam:
+    """A path from ``start`` that the controller keeps whole.
+
+    Beams with the same start and relation chain are *siblings*: they share one relation-selection
+    call. ``relevance`` is the embedding relevance of the path's relation words to the question.
+    """
+
+    start: Node
+    path: Path
+    moves: tuple[Move, ...]
+    relevance: float = 0.0
+    finished: bool = False
+
+    @property
+    def current(self) -> Node:
+        return self.path.end if self.path.steps else self.start
+
+    @property
+    def words(self) -> str:
+        return " ".join(move.words for move in self.moves)
+
+    @property
+    def relation_chain(self) -> tuple[str, tuple[tuple[tuple[str, str], ...], ...]]:
+        return self.start.id, tuple(move.steps for move in self.moves)
+
+
+def render_history(path: Path, k: int) -> str:
+    """The last ``k`` hops of ``path`` as the paper prints them (``k=-1``: all; ``k=0``: none)."""
+    steps = list(path.steps)
+    visible = steps if k < 0 else steps[len(steps) - k:] if k > 0 else []
+    if not visible:
+        return prompts.render(PROMPTS, "no_history")
+    first = len(steps) - len(visible) + 1
+    return "\n".join(prompts.render(PROMPTS, "hop", number=first + i, head=step.source.display,
+                                    relation=step.relation_text, tail=step.target.display)
+                     for i, step in enumerate(visible))
+
+
+@register
+class BoundedPathContext(Reasoner):
+    """BPC: beams of whole paths; relation-selection prompts see only the last ``K`` hops."""
+
+    name = "bpc"
+    defaults: dict[str, Any] = {
+        "K": 1,                   # visible hops: 0 none, -1 all (the paper's best small-model setting: 1)
+        "width": 3,               # relations per pick and ends per relation
+        "depth": 3,
+        "relation_cap": 50,       # relations shown per prompt
+        "max_total_beams": 12,
+        "answer_paths": 8,        # paths shown to answer extraction
+        "max_tails": 100,         # ends fetched per relation (the first `width` become beams)
+        "answer_weight": 0.5,     # exponent of the model's probability against the path relevance
+        "temperature": 0.05,
+        "relation_filter": DEFAULT_RELATION_FILTER,
+    }
+
+    def solve(self, question: str, topics: list[str], result: Result) -> None:
+        starts = [node_of(self.kg, topic) for topic in topics]
+        query = without_mentions(question, [node.display for node in starts])
+        keep = relation_filter(self.config["relation_filter"])
+        beams = [Beam(node, Path(()), ()) for node in starts]
+        reached: list[Beam] = []  # every end a picked relation reached, beamed or not (answer siblings)
+        for depth in range(1, self.config["depth"] + 1):
+            active = [b for b in beams if not b.finished]
+            if not active:
+                break
+            next_beams = [b for b in beams if b.finished]
+            for siblings in _siblings(active):
+                beamed, ends = self._step(question, query, siblings, keep, depth, result.notes)
+                reached.extend(ends)
+                next_beams.extend(beamed or [replace(b, finished=True) for b in siblings])
+            beams = _cap(next_beams, self.config["max_total_beams"])
+        with_hops = [b for b in beams if b.path.steps]
+        if not with_hops:
+            result.notes.append("no answer found: no relation was followed from the topic entities")
+            return
+        self._answer(question, with_hops, reached, result)
+
+    # ------------------------------------------------------------------ relation selection
+    def _step(self, question: str, query: str, siblings: list[Beam], keep: Any, depth: int,
+              notes: list[str]) -> tuple[list[Beam], list[Beam]]:
+        """One relation-selection call for sibling beams. Returns the child beams (the first ``width``
+        ends per beam and picked relation) and every end reached; no children means the beams finish."""
+        representative = siblings[0]
+        moves = candidate_moves(self.kg, representative.current.id, keep=keep)
+        if not moves:
+            notes.append(f"depth {depth}: {representative.current.display} has no relation to follow; beam finished")
+            return [], []
+        ranked = rank_moves(self.context.scorer, query, moves, context=representative.words)
+        shown = ranked[: self.config["relation_cap"]]
+        hidden = len(ranked) - len(shown)
+        options = [move_option(representative.current, move) for move, _ in shown]
+        can_stop = bool(representative.path.steps)
+        if can_stop:
+            options.append(prompts.render(PROMPTS, "stop", entity=representative.current.display))
+        prompt = prompts.render(PROMPTS, "select", question=question,
+                                history=render_history(representative.path, self.config["K"]),
+                                entity=representative.current.display,
+                                more=prompts.render(PROMPTS, "hidden", count=hidden) if hidden else "")
+        picks = ask_choice(self.llm, prompt, options, step=f"select-{depth}", k=self.config["width"], notes=notes)
+        if picks is None:  # the call failed: follow the most relevant relation
+            picks = [0]
+        if not picks or (can_stop and len(shown) in picks):
+            notes.append(f"depth {depth}: STOP at {representative.current.display}")
+            return [], []
+        beamed: list[Beam] = []
+        ends: list[Beam] = []
+        for index in picks:
+            move, relevance = shown[index]
+            for beam in siblings:
+                on_path = {beam.start.id} | {step.target.id for step in beam.path.steps}
+                children = [Beam(beam.start, Path(beam.path.steps + path.steps), beam.moves + (move,), relevance)
+                            for path in follow(self.kg, beam.current, move, limit=self.config["max_tails"])
+                            if path.end.id not in on_path]
+                ends.extend(children)
+                beamed.extend(children[: self.config["width"]])
+        notes.append(f"depth {depth}: from {representative.current.display} follow "
+                     + ", ".join(str(shown[i][0]) for i in picks))
+        return beamed, ends
+
+    # ------------------------------------------------------------------ answer extraction
+    def _answer(self, question: str, beams: Sequence[Beam], reached: Sequence[Beam], result: Result) -> None:
+        shown = _dedupe_ends(sorted(beams, key=lambda b: (not b.finished, -b.relevance)))[: self.config["answer_paths"]]
+        relevance = np.array([b.relevance for b in shown])
+        combined = (relevance - relevance.max()) / self.config["temperature"]
+        if len(shown) > 1:
+            prompt = prompts.render(PROMPTS, "answer", question=question,
+                                    paths="\n".join(str(b.path) for b in shown))
+            probabilities = ask_scores(self.llm, prompt, [b.current.display for b in shown], step="answer",
+                                       notes=result.notes)
+            if probabilities is not None:
+                combined = combined + self.config["answer_weight"] * np.log(np.maximum(probabilities, 1e-9))
+        winner = shown[int(np.argmax(combined))]
+        siblings = [b for b in [*beams, *reached] if b.relation_chain == winner.relation_chain]
+        seen: set[str] = set()
+        for beam in [winner, *siblings]:
+            if beam.current.id in seen or beam.current.id == beam.start.id:
+                continue
+            seen.add(beam.current.id)
+            result.answers.append(Answer(beam.current.id, beam.current.display, round(beam.relevance, 6)))
+            result.evidence.append(beam.path)
+        result.notes.append(f"answer: {winner.path}")
+
+
+def _siblings(beams: Sequence[Beam]) -> list[list[Beam]]:
+    """Beams grouped by start and relation chain, in order of first appearance."""
+    groups: dict[Any, list[Beam]] = {}
+    for beam in beams:
+        groups.setdefault(beam.relation_chain, []).append(beam)
+    return list(groups.values())
+
+
+def _cap(beams: Sequence[Beam], limit: int) -> list[Beam]:
+    """At most ``limit`` beams, unfinished first (the paper's order otherwise)."""
+    return sorted(beams, key=lambda b: b.finished)[:limit]
+
+
+def _dedupe_ends(beams: Sequence[Beam]) -> list[Beam]:
+    seen: set[str] = set()
+    kept = []
+    for beam in beams:
+        if beam.current.id not in seen:
+            seen.add(beam.current.id)
+            kept.append(beam)
+    return kept

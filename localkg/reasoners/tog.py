@@ -1,0 +1,258 @@
+"""Think-on-Graph (Sun et al., ICLR 2024): beam search over the graph with the LLM in the loop.
+
+The paper's loop, per depth: *relation exploration* (the relations of every
+beam entity, both directions, without filtered relations), *relation pruning* (keep the ``width``
+best per entity, scores summing to 1), *entity exploration* (the ends of the
+kept relations), *entity pruning* (a chain's score is relation score x entity
+score; the ``width`` best chains over the whole beam are kept), then a
+*sufficiency check* ("can the question be answered from these paths?"); on
+"yes" the answer is read from the paths, otherwise the next depth starts.
+
+What a small local model changes (docs/reasoners.md has the full list):
+
+* relation pruning is scored by embedding relevance (``prune=embed``, the
+  default), by the LLM over an embedding shortlist as in the paper
+  (``prune=llm``), or by both multiplied (``prune=hybrid``); entities are
+  always scored by the embedding relevance of their fact;
+* the answer is a node of the graph: the model scores the gathered chains'
+  ends (a constrained choice, never free text), weighted by the chains' graph
+  scores; every other node the winning relation chain reached follows it;
+* a walk never returns to a node already on its path; the paper's rule of
+  never offering the reverse of the relation just taken (which also blocks
+  "films that share a director with X", ``directed_by`` then
+  ``directed_by⁻¹``) is ``skip_reverse=true``;
+* the originals' faults are fixed: scores stay attached to their nodes,
+  literals can be answers, mediators (CVTs) are hopped through, and at maximum
+  depth without a "yes" the answer comes from the gathered paths (the result
+  says so) instead of a chain-of-thought guess.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from localkg import prompts
+from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.common import (
+    DEFAULT_RELATION_FILTER,
+    Move,
+    ask_scores,
+    ask_yes_no,
+    candidate_moves,
+    follow,
+    move_option,
+    node_of,
+    path_words,
+    rank_moves,
+    relation_filter,
+    without_mentions,
+)
+from localkg.store.model import Node, Path
+
+PROMPTS = "tog"
+PRUNE_MODES = ("embed", "llm", "hybrid")
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A path from a topic entity kept in (or considered for) the beam.
+
+    ``moves`` are the relation moves it took (its *relation chain*; paths with the same
+    topic and moves answer the same way), ``words`` their relation words, ``score`` the
+    ToG score of its last expansion (relation score x entity score), ``relevance`` the
+    embedding relevance of the whole relation chain to the question (comparable across
+    depths, unlike ``score``).
+    """
+
+    topic: str
+    path: Path
+    moves: tuple[Move, ...]
+    words: str
+    score: float
+    relevance: float = 0.0
+
+    @property
+    def end(self) -> Node:
+        return self.path.end
+
+    @property
+    def relation_chain(self) -> tuple[str, tuple[tuple[tuple[str, str], ...], ...]]:
+        return self.topic, tuple(move.steps for move in self.moves)
+
+    def nodes(self) -> set[str]:
+        return {self.topic} | {step.target.id for step in self.path.steps}
+
+
+@register
+class ThinkOnGraph(Reasoner):
+    """Think-on-Graph: width-``width`` beam over relation chains up to ``depth`` hops, LLM checks sufficiency."""
+
+    name = "tog"
+    defaults: dict[str, Any] = {
+        "width": 3,               # the paper's beam width (relations per entity and chains kept)
+        "depth": 3,               # the paper's maximum depth
+        "prune": "embed",         # relation pruning: embed | llm (the paper's) | hybrid
+        "relation_options": 5,    # relations shown to the model per entity (prune=llm/hybrid)
+        "max_tails": 100,         # ends fetched per kept relation (the paper samples when there are many)
+        "temperature": 0.05,      # turns embedding relevance into ToG-style scores (softmax)
+        "answer_options": 6,      # chain ends the model chooses among
+        "answer_weight": 0.5,     # exponent of the model's probability against the graph score
+        "relation_filter": DEFAULT_RELATION_FILTER,
+        "depth_penalty": 0.05,    # relevance lost per extra hop when answers of several depths compete
+        "skip_reverse": False,    # the paper's rule: never offer the reverse of the relation just taken
+    }
+
+    def solve(self, question: str, topics: list[str], result: Result) -> None:
+        if self.config["prune"] not in PRUNE_MODES:
+            result.notes.append(f"no answer found: prune must be one of {', '.join(PRUNE_MODES)}")
+            return
+        starts = [node_of(self.kg, topic) for topic in topics]
+        query = without_mentions(question, [node.display for node in starts])
+        keep = relation_filter(self.config["relation_filter"])
+        beam = [Chain(node.id, Path(()), (), "", 1.0) for node in starts]
+        start_nodes = {node.id: node for node in starts}
+        gathered: list[Chain] = []   # every chain that was in the beam
+        explored: list[Chain] = []   # every chain scored, in or out of the beam (siblings of the answer)
+        for depth in range(1, self.config["depth"] + 1):
+            candidates = self._expand(question, query, beam, start_nodes, keep, depth, result.notes)
+            if not candidates:
+                result.notes.append(f"depth {depth}: no relation left to explore; answering from the paths found")
+                break
+            explored.extend(candidates)
+            beam = candidates[: self.config["width"]]
+            gathered.extend(beam)
+            result.notes.append(f"depth {depth}: beam " + "; ".join(f"{c.path} ({c.score:.3f})" for c in beam))
+            if self._sufficient(question, gathered, depth, result.notes):
+                self._answer(question, beam, explored, result)  # earlier depths were judged insufficient
+                return
+        else:
+            result.notes.append(f"maximum depth {self.config['depth']} reached without a 'yes'; "
+                                "answered from the paths gathered")
+        if gathered:
+            self._answer(question, gathered, explored, result)
+
+    # ------------------------------------------------------------------ one depth
+    def _expand(self, question: str, query: str, beam: Sequence[Chain], starts: dict[str, Node], keep: Any,
+                depth: int, notes: list[str]) -> list[Chain]:
+        """Relation exploration and pruning, entity exploration and pruning: the next candidates, best first."""
+        candidates: list[Chain] = []
+        for chain in beam:
+            source = chain.end if chain.path.steps else starts[chain.topic]
+            came_by = [chain.moves[-1].reverse()] if chain.moves and self.config["skip_reverse"] else []
+            moves = candidate_moves(self.kg, source.id, keep=keep, exclude=came_by)
+            for move, relation_score, relevance in self._prune_relations(question, query, chain, source, moves,
+                                                                          depth, notes):
+                on_chain = chain.nodes()
+                paths = [p for p in follow(self.kg, source, move, limit=self.config["max_tails"])
+                         if p.end.id not in on_chain]
+                if not paths:
+                    continue
+                entity_scores = self._entity_scores(query, paths)
+                words = f"{chain.words} {move.words}".strip()
+                for path, entity_score in zip(paths, entity_scores):
+                    candidates.append(Chain(chain.topic, Path(chain.path.steps + path.steps), chain.moves + (move,),
+                                            words, relation_score * entity_score, relevance))
+        candidates.sort(key=lambda c: -c.score)
+        return candidates
+
+    def _prune_relations(self, question: str, query: str, chain: Chain, source: Node, moves: list[Move],
+                         depth: int, notes: list[str]) -> list[tuple[Move, float, float]]:
+        """The ``width`` best moves from ``source``: (move, ToG score summing to 1 over the kept ones,
+        embedding relevance of the relation chain it extends)."""
+        if not moves:
+            return []
+        ranked = rank_moves(self.context.scorer, query, moves, context=chain.words)
+        relevance = _softmax([score for _, score in ranked], self.config["temperature"])
+        mode = self.config["prune"]
+        if mode != "embed" and len(ranked) > 1:
+            shown = ranked[: self.config["relation_options"]]
+            prompt = prompts.render(PROMPTS, "relations", question=question, entity=source.display)
+            probabilities = ask_scores(self.llm, prompt, [move_option(source, move) for move, _ in shown],
+                                       step=f"relations-{depth}", notes=notes)
+            if probabilities is not None:
+                model = np.zeros(len(ranked))
+                model[: len(shown)] = probabilities
+                relevance = model if mode == "llm" else relevance * model
+        order = sorted(range(len(ranked)), key=lambda i: -relevance[i])[: self.config["width"]]
+        total = float(sum(relevance[i] for i in order)) or 1.0
+        return [(ranked[i][0], float(relevance[i]) / total, ranked[i][1]) for i in order if relevance[i] > 0]
+
+    def _entity_scores(self, query: str, paths: list[Path]) -> list[float]:
+        """Each end's relevance (its last fact in words against the question), 1 for the best."""
+        if len(paths) == 1:
+            return [1.0]
+        similarity = self.context.scorer.score(query, [path_words(Path(p.steps[-1:])) for p in paths])
+        best = float(np.max(similarity))
+        return [math.exp((float(s) - best) / self.config["temperature"]) for s in similarity]
+
+    def _sufficient(self, question: str, gathered: Sequence[Chain], depth: int, notes: list[str]) -> bool:
+        facts = _facts(gathered)
+        prompt = prompts.render(PROMPTS, "sufficient", question=question, facts="\n".join(facts))
+        answer, p_yes = ask_yes_no(self.llm, prompt, step=f"sufficient-{depth}", notes=notes)
+        notes.append(f"depth {depth}: sufficient? {'yes' if answer else 'no'} (p_yes {p_yes:.2f})")
+        return answer
+
+    # ------------------------------------------------------------------ answer
+    def _answer(self, question: str, gathered: Sequence[Chain], explored: Sequence[Chain], result: Result) -> None:
+        """The model scores the ends of the ``gathered`` chains, each weighted by its chain's relevance
+        (minus ``depth_penalty`` per hop beyond the first, as embed-path does, since a longer chain's
+        words match more of any question); every other end the winner's relation chain reached
+        follows the winner.
+
+        When some node is reached from several topic entities (a conjunctive question: "players of
+        club X at position Y"), only such nodes are candidates, and all of them are answers.
+        """
+        support: dict[str, set[str]] = {}
+        for chain in explored:
+            support.setdefault(chain.end.id, set()).add(chain.topic)
+        most = max(len(topics) for topics in support.values())
+        pool = [c for c in explored if len(support[c.end.id]) == most] if most > 1 else list(gathered)
+        best_by_end: dict[str, Chain] = {}
+        for chain in pool:
+            if chain.end.id not in best_by_end or chain.score > best_by_end[chain.end.id].score:
+                best_by_end[chain.end.id] = chain
+        penalty = self.config["depth_penalty"]
+        graph = {c.end.id: c.relevance - penalty * (len(c.moves) - 1) for c in best_by_end.values()}
+        options = sorted(best_by_end.values(), key=lambda c: (-graph[c.end.id], -c.score))
+        options = options[: self.config["answer_options"]]
+        best = graph[options[0].end.id]
+        combined = np.array([(graph[c.end.id] - best) / self.config["temperature"] for c in options])
+        if len(options) > 1:
+            prompt = prompts.render(PROMPTS, "answer", question=question)
+            probabilities = ask_scores(self.llm, prompt, [str(c.path) for c in options], step="answer",
+                                       notes=result.notes)
+            if probabilities is not None:
+                combined = combined + self.config["answer_weight"] * np.log(np.maximum(probabilities, 1e-9))
+        winner = options[int(np.argmax(combined))]
+        if most > 1:
+            rest = sorted(best_by_end.values(), key=lambda c: -c.score)
+        else:
+            rest = sorted((c for c in explored if c.relation_chain == winner.relation_chain), key=lambda c: -c.score)
+        seen: set[str] = set()
+        for chain in [winner, *rest]:
+            if chain.end.id in seen or chain.end.id == chain.topic:
+                continue
+            seen.add(chain.end.id)
+            result.answers.append(Answer(chain.end.id, chain.end.display, round(chain.score, 6)))
+            result.evidence.append(chain.path)
+        result.notes.append(f"answer: {winner.path} (relation chain {' / '.join(str(m) for m in winner.moves)})")
+
+
+def _facts(chains: Sequence[Chain], limit: int = 12) -> list[str]:
+    """The distinct facts of ``chains`` in words, at most ``limit`` (the best chains' first)."""
+    facts: list[str] = []
+    for chain in sorted(chains, key=lambda c: -c.score):
+        for step in chain.path.steps:
+            text = path_words(Path((step,)))
+            if text not in facts:
+                facts.append(text)
+    return facts[:limit]
+
+
+def _softmax(scores: Sequence[float], temperature: float) -> np.ndarray:
+    values = np.array(scores, dtype=np.float64) / max(temperature, 1e-6)
+    values = np.exp(values - values.max())
+    return values / values.sum()
