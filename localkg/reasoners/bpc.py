@@ -121,6 +121,8 @@ class BoundedPathContext(Reasoner):
                 reached.extend(ends)
                 next_beams.extend(beamed or [replace(b, finished=True) for b in siblings])
             beams = _cap(next_beams, self.config["max_total_beams"])
+            finished = sum(b.finished for b in beams)
+            result.notes.append(f"depth {depth}: {len(beams)} beams, {finished} finished")
         with_hops = [b for b in beams if b.path.steps]
         if not with_hops:
             result.notes.append("no answer found: no relation was followed from the topic entities")
@@ -148,11 +150,13 @@ class BoundedPathContext(Reasoner):
                                 history=render_history(representative.path, self.config["K"]),
                                 entity=representative.current.display,
                                 more=prompts.render(PROMPTS, "hidden", count=hidden) if hidden else "")
-        picks = ask_choice(self.llm, prompt, options, step=f"select-{depth}", k=self.config["width"], notes=notes)
+        picks = ask_choice(self.llm, prompt, options, step=f"select-{depth}", k=self.config["width"],
+                           allow_none=True, notes=notes)
         if picks is None:  # the call failed: follow the most relevant relation
             picks = [0]
         if not picks or (can_stop and len(shown) in picks):
-            notes.append(f"depth {depth}: STOP at {representative.current.display}")
+            notes.append(f"depth {depth}: {'STOP' if picks else 'no relation picked'} at "
+                         f"{representative.current.display}; beam finished")
             return [], []
         beamed: list[Beam] = []
         ends: list[Beam] = []

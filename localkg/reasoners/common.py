@@ -180,12 +180,12 @@ def path_words(path: Path) -> str:
     return "; ".join(triple_words(step.triple) for step in path.steps)
 
 
-def ask_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int = 1,
+def ask_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int = 1, allow_none: bool = False,
                notes: list[str]) -> list[int] | None:
     """The model's picks among ``options`` (ranked best first by the graph side), or None when the
     call failed (a prompt that cannot fit): the caller then keeps the graph side's order."""
     try:
-        return llm.choose(prompt, options, step=step, k=k)
+        return llm.choose(prompt, options, step=step, k=k, allow_none=allow_none)
     except LocalKGError as error:
         notes.append(f"{step}: model call failed ({error}); kept the graph-side order")
         return None
