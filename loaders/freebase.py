@@ -317,7 +317,8 @@ def _literal_id(literal: Literal, literals: dict[str, Literal]) -> str:
 
 def load_freebase(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] = ("en",),
                   filter_path: str | Path | None = None, resume: bool = False, workers: int | None = None,
-                  max_rejects: int | None = None, progress: bool = True, chunk_bytes: int | None = None):
+                  max_rejects: int | None = None, progress: bool = True, chunk_bytes: int | None = None,
+                  batch_bytes: int | None = None):
     """Load Freebase RDF dump files into ``kg``; returns a :class:`~localkg.loaders.parallel.LoadReport`.
 
     ``langs`` orders the name languages (first preferred); ``filter_path`` replaces the default
@@ -328,4 +329,4 @@ def load_freebase(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] 
     fmt = FreebaseFormat(langs=tuple(lang.strip().lower() for lang in langs if lang.strip()),
                          filter=PredicateFilter.read(filter_path))
     return load_dump(kg, paths, fmt, resume=resume, workers=workers, max_rejects=max_rejects, progress=progress,
-                     chunk_bytes=chunk_bytes)
+                     chunk_bytes=chunk_bytes, batch_bytes=batch_bytes)

@@ -44,6 +44,7 @@ from localkg.loaders.sources import compressed_position, open_binary
 from localkg.store.writer import FactBatch, WriteCounts
 
 CHUNK_BYTES = 16 << 20
+BATCH_BYTES = 64 << 20
 READ_BYTES = 1 << 16
 IN_FLIGHT_PER_WORKER = 2
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, ValueError)
@@ -60,6 +61,7 @@ class Chunk:
     end_offset: int
     end_line: int
     compressed: int
+    size: int = 0
 
 
 @dataclass
@@ -137,12 +139,14 @@ class LoadReport:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def add(self, result: ChunkResult, counts: WriteCounts) -> None:
-        self.chunks += 1
-        self.lines_read += result.lines
+    def add_written(self, counts: WriteCounts) -> None:
         self.facts_loaded += counts.facts_added
         self.duplicates += counts.duplicates
         self.nodes_added += counts.nodes_added
+
+    def add_parsed(self, result: ChunkResult) -> None:
+        self.chunks += 1
+        self.lines_read += result.lines
         self.attributes += result.attributes
         for total, by_reason, counter in (("filtered", self.filtered_by_reason, result.filtered),
                                           ("skipped", self.skipped_by_reason, result.skipped),
@@ -153,6 +157,21 @@ class LoadReport:
                 setattr(self, total, getattr(self, total) + count)
         for key, count in result.details.items():
             self.details[key] = self.details.get(key, 0) + count
+
+
+def merge_batch(target: FactBatch, source: FactBatch) -> None:
+    """Append ``source`` to ``target`` (several parsed chunks make one write)."""
+    target.heads.extend(source.heads)
+    target.relations.extend(source.relations)
+    target.tails.extend(source.tails)
+    nodes = target.nodes
+    for node_id, attributes in source.nodes.items():
+        existing = nodes.get(node_id)
+        if existing is None:
+            nodes[node_id] = attributes
+        else:
+            existing.merge(attributes)
+    target.relation_info.update(source.relation_info)
 
 
 def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Iterator[tuple[int, Any]]:
@@ -242,7 +261,7 @@ def iter_chunks(paths: Sequence[Path], start: Position, chunk_bytes: int,
                         del buffer[:end]
                         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
                         yield Chunk(index, number, line + 1, data, offset + end, line + lines,
-                                    done_compressed + compressed_position(handle))
+                                    done_compressed + compressed_position(handle), end)
                         number, offset, line = number + 1, offset + end, line + lines
             except _DECOMPRESSION_ERRORS as error:
                 end = buffer.rfind(b"\n") + 1
@@ -250,7 +269,7 @@ def iter_chunks(paths: Sequence[Path], start: Position, chunk_bytes: int,
                     data = bytes(buffer[:end])
                     lines = data.count(b"\n")
                     yield Chunk(index, number, line + 1, data, offset + end, line + lines,
-                                done_compressed + compressed_position(handle))
+                                done_compressed + compressed_position(handle), end)
                     line += lines
                 raise LoadError(f"{path}: the file is truncated or corrupt after line {line} ({error}); "
                                 "every complete line before it was loaded") from None
@@ -313,8 +332,13 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
 # ---------------------------------------------------------------- the load
 def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: bool = False,
               workers: int | None = None, max_rejects: int | None = None, progress: bool = True,
-              chunk_bytes: int | None = None) -> LoadReport:
-    """Load dump files into ``kg`` with ``fmt``; see the module docstring."""
+              chunk_bytes: int | None = None, batch_bytes: int | None = None) -> LoadReport:
+    """Load dump files into ``kg`` with ``fmt``; see the module docstring.
+
+    ``chunk_bytes`` of text is the unit a worker parses; ``batch_bytes`` (several chunks) is the
+    unit written in one transaction and checkpointed: Kùzu's commit cost grows with the size of the
+    primary-key index, so fewer, larger commits load faster.
+    """
     from tqdm import tqdm
 
     paths = [Path(p) for p in paths]
@@ -341,25 +365,53 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     total = sum(p.stat().st_size for p in paths)
     bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=f"load {fmt.name}",
                disable=not progress, smoothing=0.1)
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    batch_bytes = max(batch_bytes or BATCH_BYTES, chunk_bytes)
     lines_here = 0
     try:
         with kg.writer() as writer:
-            chunks = iter_chunks(paths, checkpoint.position, chunk_bytes or CHUNK_BYTES, fmt.cut)
-            for meta, result in parse_in_order(fmt, chunks, workers):
-                state_changed = fmt.absorb(result, checkpoint.state)
-                counts = writer.write(result.batch)
-                report.add(result, counts)
-                for number, reason, raw in result.rejects:
-                    rejects.reject(str(paths[meta.file]), number, reason, raw)
+            batch, parsed, state_changed = FactBatch(), [], False
+
+            def write_batch() -> None:
+                """Commit the gathered chunks, then record their rejects and the checkpoint."""
+                nonlocal batch, parsed, state_changed, lines_here
+                report.add_written(writer.write(batch))
+                for meta, result in parsed:
+                    report.add_parsed(result)
+                    lines_here += result.lines
+                    for number, reason, raw in result.rejects:
+                        rejects.reject(str(paths[meta.file]), number, reason, raw)
                 rejects.close()
+                meta = parsed[-1][0]
                 checkpoint.position = Position(meta.file, meta.end_offset, meta.end_line, meta.number + 1)
                 checkpoint.report = report.to_json()
                 store.save(checkpoint, state_changed)
-                lines_here += result.lines
+                batch, parsed, state_changed = FactBatch(), [], False
                 bar.update(max(0, meta.compressed - bar.n))
                 elapsed = time.perf_counter() - started
                 bar.set_postfix_str(f"{report.lines_read:,} lines, {lines_here / max(elapsed, 1e-9):,.0f} lines/s",
                                     refresh=False)
+
+            results = parse_in_order(fmt, iter_chunks(paths, checkpoint.position, chunk_bytes, fmt.cut), workers)
+            damaged: LoadError | None = None
+            while True:
+                try:
+                    meta, result = next(results)
+                except StopIteration:
+                    break
+                except LoadError as error:  # a damaged file: load what was read before the damage
+                    damaged = error
+                    break
+                state_changed = fmt.absorb(result, checkpoint.state) or state_changed
+                merge_batch(batch, result.batch)
+                result.batch = FactBatch()
+                parsed.append((meta, result))
+                if sum(m.size for m, _ in parsed) >= batch_bytes:
+                    write_batch()
+            if parsed:
+                write_batch()
+            if damaged is not None:
+                raise damaged
             report.details.update(fmt.finish(kg, writer, checkpoint.state))
             changed_here = writer.totals.facts_added or writer.totals.nodes_added or writer.totals.nodes_updated
         if not changed_here and (changed_before or report.details.get("cvt_nodes_marked")):

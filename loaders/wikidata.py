@@ -374,7 +374,8 @@ def detect_format(path: Path) -> str:
 
 def load_wikidata(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] = ("en",), ranks: str = "truthy",
                   qualifiers: bool = False, format: str = "auto", resume: bool = False, workers: int | None = None,
-                  max_rejects: int | None = None, progress: bool = True, chunk_bytes: int | None = None):
+                  max_rejects: int | None = None, progress: bool = True, chunk_bytes: int | None = None,
+                  batch_bytes: int | None = None):
     """Load Wikidata dump files into ``kg``; returns a :class:`~localkg.loaders.parallel.LoadReport`."""
     from localkg.loaders.parallel import load_dump
 
@@ -401,4 +402,4 @@ def load_wikidata(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] 
                             "use the JSON dump for --qualifiers or --ranks all")
         fmt = WikidataTruthyFormat(langs=wanted)
     return load_dump(kg, paths, fmt, resume=resume, workers=workers, max_rejects=max_rejects, progress=progress,
-                     chunk_bytes=chunk_bytes)
+                     chunk_bytes=chunk_bytes, batch_bytes=batch_bytes)

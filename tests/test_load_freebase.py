@@ -53,7 +53,7 @@ def generated_kg(tmp_path_factory: pytest.TempPathFactory, generated: Path):
     """The generated dump loaded in 32 KiB chunks, so names often arrive in a later chunk than the
     edges that first mention a node (their aliases and types are then added to a stored node)."""
     kg = KG.create(tmp_path_factory.mktemp("fbdb") / "db")
-    report = load_freebase(kg, [generated], workers=0, progress=False, chunk_bytes=32 << 10)
+    report = load_freebase(kg, [generated], workers=0, progress=False, chunk_bytes=32 << 10, batch_bytes=32 << 10)
     yield kg, report
     kg.close()
 
@@ -237,15 +237,15 @@ def test_truncated_gzip_loads_what_it_can_then_resume_does_not_duplicate(tmp_pat
     truncated.write_bytes(data[: len(data) * 2 // 3])
     with KG.create(tmp_path / "db") as kg:
         with pytest.raises(LoadError, match=r"truncated or corrupt after line (\d+)") as caught:
-            load_freebase(kg, [truncated], workers=0, progress=False, chunk_bytes=64 << 10)
+            load_freebase(kg, [truncated], workers=0, progress=False, chunk_bytes=64 << 10, batch_bytes=64 << 10)
         last_line = int(re.search(r"after line (\d+)", str(caught.value)).group(1))
         loaded = kg.stats()
         assert loaded.facts > 0 and last_line > 1000
         with pytest.raises(LoadError, match="truncated"):
-            load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10)
+            load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10, batch_bytes=64 << 10)
         assert kg.stats() == loaded
         truncated.write_bytes(data)  # the download completed: resume finishes the same load
-        report = load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10)
+        report = load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10, batch_bytes=64 << 10)
         assert report.complete and report.resumed
         complete = kg.stats()
     with KG.create(tmp_path / "fresh") as kg:
@@ -256,7 +256,7 @@ def test_truncated_gzip_loads_what_it_can_then_resume_does_not_duplicate(tmp_pat
 def test_worker_processes_give_the_same_graph(tmp_path: Path, generated: Path, generated_kg) -> None:
     kg_one, report_one = generated_kg
     with KG.create(tmp_path / "db") as kg:
-        report = load_freebase(kg, [generated], workers=2, progress=False, chunk_bytes=64 << 10)
+        report = load_freebase(kg, [generated], workers=2, progress=False, chunk_bytes=64 << 10, batch_bytes=64 << 10)
         assert kg.stats() == kg_one.stats()
         assert (report.lines_read, report.facts_loaded, report.filtered) == (
             report_one.lines_read, report_one.facts_loaded, report_one.filtered)

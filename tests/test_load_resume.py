@@ -36,7 +36,7 @@ def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def reference(tmp_path_factory: pytest.TempPathFactory, dump: Path) -> dict:
     """The graph of an uninterrupted load."""
     with KG.create(tmp_path_factory.mktemp("ref") / "db") as kg:
-        report = load_freebase(kg, [dump], workers=0, progress=False, chunk_bytes=CHUNK)
+        report = load_freebase(kg, [dump], workers=0, progress=False, chunk_bytes=CHUNK, batch_bytes=CHUNK)
         assert report.chunks >= 3
         return snapshot(kg)
 
@@ -51,7 +51,7 @@ def snapshot(kg: KG) -> dict:
 def start_cli(dump: Path, db: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen([sys.executable, "-c", "from localkg.cli import main; main()", "load", "freebase",
-                             str(dump), "--db", str(db), "--chunk-mb", "1", "--workers", "0", "--quiet"],
+                             str(dump), "--db", str(db), "--chunk-mb", "1", "--batch-mb", "1", "--workers", "0", "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -79,7 +79,7 @@ def test_killed_load_resumes_to_the_same_graph(tmp_path: Path, dump: Path, refer
     process.wait()
     with KG.open(db) as kg:
         assert 0 < kg.stats().facts < reference["stats"].facts
-        report = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK)
+        report = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK, batch_bytes=CHUNK)
         assert report.resumed and report.complete
         assert snapshot(kg) == reference
         complete = json.loads(checkpoint.read_text())["report"]
@@ -88,7 +88,7 @@ def test_killed_load_resumes_to_the_same_graph(tmp_path: Path, dump: Path, refer
     # and the writer's dedupe adds nothing twice.
     checkpoint.write_text(early)
     with KG.open(db) as kg:
-        again = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK)
+        again = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK, batch_bytes=CHUNK)
         assert again.complete and again.duplicates > 0
         assert snapshot(kg) == reference
 
@@ -102,7 +102,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(tmp_path: Path, dump: Path, re
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     with KG.open(db) as kg:
-        report = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK)
+        report = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK, batch_bytes=CHUNK)
         assert report.complete and snapshot(kg) == reference
         finished = load_freebase(kg, [dump], resume=True, workers=0, progress=False)
         assert finished.complete and finished.lines_read == report.lines_read  # nothing left to do
