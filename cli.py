@@ -376,7 +376,9 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Parser processes (default: all cores; 0 parses in the main process)."),
         click.option("--max-rejects", type=int, default=None, help="Fail when more lines than this are rejected."),
         click.option("--chunk-mb", type=click.IntRange(min=1), default=16, show_default=True,
-                     help="Text per chunk (one transaction and checkpoint each)."),
+                     help="Text per chunk a worker parses."),
+        click.option("--batch-mb", type=click.IntRange(min=1), default=64, show_default=True,
+                     help="Text per write (one transaction and checkpoint each)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]):
@@ -390,7 +392,7 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
               help="Predicate filter file replacing the default (loaders/data/freebase_filter.txt).")
 @friendly_errors
 def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
-                          max_rejects: int | None, chunk_mb: int, as_json: bool, quiet: bool,
+                          max_rejects: int | None, chunk_mb: int, batch_mb: int, as_json: bool, quiet: bool,
                           filter_path: Path | None) -> None:
     """Load the Freebase RDF dump (freebase-rdf-latest.gz; .gz, .bz2 or plain).
 
@@ -404,7 +406,7 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     with KG.open(db, create=True) as kg:
         report = load_freebase(kg, paths, langs=lang.split(","), filter_path=filter_path, resume=resume,
                                workers=workers, max_rejects=max_rejects, progress=not quiet,
-                               chunk_bytes=chunk_mb << 20)
+                               chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
     print_load_summary(report, as_json)
 
 
@@ -417,7 +419,7 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
               show_default=True, help="The JSON dump or the truthy N-Triples dump.")
 @friendly_errors
 def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
-                          max_rejects: int | None, chunk_mb: int, as_json: bool, quiet: bool, ranks: str,
+                          max_rejects: int | None, chunk_mb: int, batch_mb: int, as_json: bool, quiet: bool, ranks: str,
                           qualifiers: bool, fmt: str) -> None:
     """Load a Wikidata dump (latest-all.json.gz/.bz2, or latest-truthy.nt.gz with --format truthy-nt).
 
@@ -430,5 +432,5 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     with KG.open(db, create=True) as kg:
         report = load_wikidata(kg, paths, langs=lang.split(","), ranks=ranks, qualifiers=qualifiers, format=fmt,
                                resume=resume, workers=workers, max_rejects=max_rejects, progress=not quiet,
-                               chunk_bytes=chunk_mb << 20)
+                               chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
     print_load_summary(report, as_json)
