@@ -1,0 +1,162 @@
+"""Dump loading speed and memory: `localkg load freebase` against pyoxigraph's bulk loader.
+
+Generates Freebase-format dumps with ``../shared/tools/make_dump.py`` and loads the same file
+(a) with localkg (streaming, worker processes, Kùzu) and (b) with pyoxigraph's
+``Store.bulk_load`` (RocksDB), both ending in a queryable on-disk store. Each load runs in its own
+child process; peak RSS is the largest sum of resident memory over the child and its worker
+processes, sampled from /proc every 0.1 s. Also measures localkg on a file 4x smaller, for the
+RSS growth check (peak RSS must not grow with dump size), and a Wikidata JSON dump.
+
+    python bench/load_dumps.py --lines 2000000 --growth-from 500000 --wikidata-entities 20000
+
+Prints one JSON object: triples/s for both loaders on the big file, their ratio
+(localkg / pyoxigraph; target >= 1.0), peak RSS of each run (target <= 3 GB) and the RSS growth
+from the small to the big file (target <= 20%).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MAKE_DUMP = REPO.parent / "shared" / "tools" / "make_dump.py"
+LINES_PER_ENTITY = 9.0  # make_dump.py freebase writes about 9 lines per entity
+
+
+def tree_rss_kib(root: int) -> int:
+    """Resident memory of ``root`` and all its descendants, in KiB."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/statm") as handle:
+                pages = int(handle.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        pid, parent = int(entry), int(fields[1])
+        children.setdefault(parent, []).append(pid)
+        rss[pid] = pages * os.sysconf("SC_PAGE_SIZE") // 1024
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def run_child(args: list[str]) -> dict:
+    """Run this script as a child doing one load; return its JSON plus peak tree RSS."""
+    process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, tree_rss_kib(process.pid))
+        time.sleep(0.1)
+    output = process.stdout.read() if process.stdout else ""
+    if process.returncode != 0:
+        raise SystemExit(f"child {args} failed with {process.returncode}")
+    result = json.loads(output.strip().splitlines()[-1])
+    result["peak_rss_mb"] = round(peak / 1024, 1)
+    return result
+
+
+def make_dump(kind: str, entities: int, out: Path) -> dict:
+    done = subprocess.run([sys.executable, str(MAKE_DUMP), kind, "--entities", str(entities), "--out", str(out)],
+                          check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- children
+def child_localkg(kind: str, path: str, db: str, workers: int | None) -> dict:
+    from localkg.loaders.freebase import load_freebase
+    from localkg.loaders.wikidata import load_wikidata
+    from localkg.store import KG
+
+    started = time.perf_counter()
+    with KG.create(db) as kg:
+        loader = load_freebase if kind == "freebase" else load_wikidata
+        report = loader(kg, [path], workers=workers, progress=False)
+        stats = kg.stats()
+    seconds = time.perf_counter() - started
+    return {"seconds": round(seconds, 2), "lines": report.lines_read, "facts": stats.facts, "nodes": stats.nodes,
+            "items": report.details.get("items", 0)}
+
+
+def child_oxigraph(path: str, db: str) -> dict:
+    import gzip
+
+    import pyoxigraph
+
+    started = time.perf_counter()
+    store = pyoxigraph.Store(db)
+    with gzip.open(path, "rb") as handle:
+        store.bulk_load(input=handle, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    store.flush()
+    seconds = time.perf_counter() - started
+    count = len(store)
+    return {"seconds": round(seconds, 2), "triples": count}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_child":
+        _, _, which, *rest = sys.argv
+        if which == "oxigraph":
+            print(json.dumps(child_oxigraph(*rest)))
+        else:
+            kind, path, db, workers = rest
+            print(json.dumps(child_localkg(kind, path, db, None if workers == "all" else int(workers))))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=2_000_000, help="Freebase dump size for the comparison.")
+    parser.add_argument("--growth-from", type=int, default=500_000,
+                        help="Smaller dump (lines) whose peak RSS the big one is compared with.")
+    parser.add_argument("--wikidata-entities", type=int, default=20_000)
+    parser.add_argument("--workers", default="all", help="localkg parser processes (default: all cores).")
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="localkg-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    result: dict = {"cpu_count": os.cpu_count(), "load_average_at_start": os.getloadavg()[0]}
+    big, small = workdir / "fb-big.nt.gz", workdir / "fb-small.nt.gz"
+    result["freebase_big_dump"] = make_dump("freebase", int(args.lines / LINES_PER_ENTITY), big)
+    result["freebase_small_dump"] = make_dump("freebase", int(args.growth_from / LINES_PER_ENTITY), small)
+    wikidata = workdir / "wd.json.gz"
+    result["wikidata_dump"] = make_dump("wikidata", args.wikidata_entities, wikidata)
+    for name in ("oxigraph-db", "localkg-big", "localkg-small", "localkg-wd"):
+        shutil.rmtree(workdir / name, ignore_errors=True)
+
+    oxigraph = run_child(["_child", "oxigraph", str(big), str(workdir / "oxigraph-db")])
+    localkg = run_child(["_child", "localkg", "freebase", str(big), str(workdir / "localkg-big"), args.workers])
+    smaller = run_child(["_child", "localkg", "freebase", str(small), str(workdir / "localkg-small"), args.workers])
+    wd = run_child(["_child", "localkg", "wikidata", str(wikidata), str(workdir / "localkg-wd"), args.workers])
+    lines = result["freebase_big_dump"]["lines"]
+    result["freebase"] = {
+        "input_triples": lines,
+        "localkg": {**localkg, "triples_per_s": round(lines / localkg["seconds"])},
+        "pyoxigraph": {**oxigraph, "triples_per_s": round(lines / oxigraph["seconds"])},
+        "ratio_localkg_over_pyoxigraph": round(oxigraph["seconds"] / localkg["seconds"], 3),
+    }
+    result["rss_growth"] = {
+        "small_lines": result["freebase_small_dump"]["lines"], "small_peak_rss_mb": smaller["peak_rss_mb"],
+        "big_lines": lines, "big_peak_rss_mb": localkg["peak_rss_mb"],
+        "growth": round(localkg["peak_rss_mb"] / smaller["peak_rss_mb"] - 1, 3),
+        "small_triples_per_s": round(result["freebase_small_dump"]["lines"] / smaller["seconds"]),
+    }
+    result["wikidata"] = {**wd, "entities_per_s": round(wd["items"] / wd["seconds"], 1)}
+    result["load_average_at_end"] = os.getloadavg()[0]
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
