@@ -61,10 +61,14 @@ def listener():
     server.close()
 
 
-def run_python(code: str, *args: str, prefix: list[str] | None = None) -> str:
+def run_python(code: str, *args: str, prefix: list[str] | None = None, quiet: bool = False) -> str:
+    """Run ``code`` in a fresh interpreter; its last line of output. ``quiet``: stderr must be empty
+    (llama.cpp's load-time log must not leak through)."""
     completed = subprocess.run([*(prefix or []), sys.executable, "-c", code, *args], capture_output=True, text=True,
                                timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert completed.returncode == 0, completed.stderr[-2000:]
+    if quiet:
+        assert completed.stderr == ""
     return completed.stdout.strip().splitlines()[-1]
 
 
@@ -88,7 +92,7 @@ def test_socket_guard_blocks_connections(listener: int):
 
 @pytest.mark.model
 def test_llm_call_under_socket_guard():
-    check_llm_call(run_python(GUARD + LLM_CALL))
+    check_llm_call(run_python(GUARD + LLM_CALL, quiet=True))
 
 
 @pytest.mark.model

@@ -34,9 +34,10 @@ thread-safe.
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,9 @@ FIRST_CANDIDATES = 64
 CHUNK = 512  # a multiple of 4, so every full chunk takes the same kernels
 
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+_GGML_LOG_ERROR = 4  # ggml's levels: 1 debug, 2 info, 3 warn, 4 error, 5 continuation
+
+logger = logging.getLogger("localkg.llm.llama_cpp")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class Engine:
     def load(cls, key: EngineKey, seed: int = 0) -> "Engine":
         from llama_cpp import Llama
 
+        _route_llama_logs()
         llama = Llama(model_path=key.path, n_ctx=key.n_ctx, n_gpu_layers=key.n_gpu_layers,
                       n_threads=key.n_threads, n_threads_batch=key.n_threads, seed=seed,
                       n_batch=CHUNK, n_ubatch=CHUNK, logits_all=False, verbose=False)
@@ -221,6 +226,28 @@ class Engine:
             return None
         survivors = candidates[kept]
         return int(survivors["id"][np.argmax(survivors["logit"])])
+
+
+@cache
+def _route_llama_logs() -> Any:
+    """Send llama.cpp's log to Python logging: errors as errors, the rest as debug.
+
+    ``verbose=False`` is not enough: llama-cpp-python 0.3.x maps ggml's log levels with an old
+    table (it reads ggml's WARN as ERROR), so load-time warnings reach stderr anyway. The
+    callback is kept alive by the cache (ctypes would free it otherwise).
+    """
+    import llama_cpp
+
+    previous = [logging.DEBUG]
+
+    @llama_cpp.llama_log_callback
+    def forward(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if level != 5:
+            previous[0] = logging.ERROR if level == _GGML_LOG_ERROR else logging.DEBUG
+        logger.log(previous[0], text.decode("utf-8", errors="replace").rstrip("\n"))
+
+    llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
+    return forward
 
 
 _ENGINES: dict[EngineKey, Engine] = {}
