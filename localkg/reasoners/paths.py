@@ -40,14 +40,8 @@ from typing import Any, Sequence
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import path_similarities, rank_relation_paths, readable_relation
-from localkg.reasoners.plan import (
-    bulleted,
-    model_choice,
-    model_json,
-    model_yes_no,
-    string_list,
-    without_mentions,
-)
+from localkg.reasoners.common import DEFAULT_RELATION_FILTER, ask_yes_no, relation_filter, without_mentions
+from localkg.reasoners.plan import bulleted, model_choice, model_json, string_list
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
 
 PROMPTS = "paths"
@@ -113,6 +107,7 @@ class PathsReasoner(Reasoner):
         "options": 5,            # candidates shown to the model per choice
         "max_frontier": 30,      # answer nodes kept per relation pattern
         "max_paths": 500,        # connecting paths read per entity pair
+        "relation_filter": DEFAULT_RELATION_FILTER,  # graph reduction: relations never in a path
         "supplement": True,      # LLM-supplement paths when the topic paths are not enough
         "expand_total": 10,      # node expansion: edges added in all (three per round)
         "summary_tokens": 0,     # path summarising before the check (0: off, as the default setting)
@@ -229,7 +224,10 @@ class PathsReasoner(Reasoner):
                                      beam=self.config["fuzzy_width"], max_frontier=self.config["max_frontier"],
                                      depth_penalty=0.0)
         candidates = []
+        keep = relation_filter(self.config["relation_filter"])
         for path in ranked:
+            if not all(keep(relation) for relation, _direction in path.steps):
+                continue
             answers = tuple(n for n in path.tails if n.id not in topics)
             examples = tuple(e for e in path.examples if _simple(e))
             if len(path.steps) != depth or not answers or not examples:
@@ -240,8 +238,9 @@ class PathsReasoner(Reasoner):
 
     def _connecting(self, first: Node, second: Node, depth: int, query: str, topics: frozenset[str]) -> list[Candidate]:
         groups: dict[tuple[tuple[str, ...], int], list[Path]] = {}
+        keep = relation_filter(self.config["relation_filter"])
         for path in self.kg.paths(first.id, second.id, max_hops=depth, limit=self.config["max_paths"]):
-            if not _simple(path):
+            if not _simple(path) or not all(keep(step.triple.relation) for step in path.steps):
                 continue
             nodes = [path.start] + [step.target for step in path.steps]
             pattern = tuple(step_text(step) for step in path.steps)
@@ -334,7 +333,7 @@ class PathsReasoner(Reasoner):
             summary = self.llm.generate(prompts.render(PROMPTS, "summary", question=question, paths=paths_text),
                                         step="summary", max_tokens=self.config["summary_tokens"], stop=["\n"])
             paths_text += f"\nSummary: {summary.strip()}"
-        sufficient, p_yes = model_yes_no(self.llm, prompts.render(PROMPTS, "sufficient", question=question,
+        sufficient, p_yes = ask_yes_no(self.llm, prompts.render(PROMPTS, "sufficient", question=question,
                                                                   split=split, paths=paths_text),
                                          step="sufficient", notes=notes)
         notes.append(f"{label}: {len(candidates)} candidate paths, {len(reduced)} after branch reduction; "

@@ -30,12 +30,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import AbstractSet as Set
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from localkg import prompts
 from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import path_similarities, readable_relation
+from localkg.reasoners.common import (
+    DEFAULT_RELATION_FILTER,
+    ask_yes_no,
+    relation_filter,
+    triple_words,
+    without_mentions,
+)
 from localkg.store.kg import KG
 from localkg.store.model import IN, LITERAL, OUT, Node, Path, Step, Triple
 
@@ -45,26 +52,14 @@ _NUMBER = re.compile(r"^[\d\s.,:/+-]+$")
 
 
 # ------------------------------------------------------------------ small shared pieces
-def verbalise(triple: Triple) -> str:
-    """A fact as words for the embedder and the model: ``Top Hat directed by Mark Sandrich``."""
-    return f"{triple.head.display} {readable_relation(triple.relation)} {triple.tail.display}"
-
-
-def without_mentions(question: str, names: Iterable[str]) -> str:
-    """The question with the topic entities' names taken out: they are in every candidate's context,
-    so for ranking by similarity they only add noise."""
-    text = question
-    for name in names:
-        if name:
-            text = re.sub(re.escape(name), " ", text, flags=re.I)
-    return " ".join(text.split()) or question
-
-
 def model_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int,
                  notes: list[str]) -> list[int] | None:
     """The model's picks among ``options`` (ranked best first by the graph side), or None when its
     output is unusable: it picked nothing, or the call failed (a prompt that cannot fit). The caller
-    then keeps the graph-side order; a reasoner never stops on the model's output."""
+    then keeps the graph-side order; a reasoner never stops on the model's output.
+
+    Unlike ``common.ask_choice`` the model may answer "none": these methods ask it to choose as
+    few as possible, and "none" is then a usable way of saying the embedding order should stand."""
     try:
         picks = llm.choose(prompt, options, step=step, k=k, allow_none=True)
     except LocalKGError as error:
@@ -74,15 +69,6 @@ def model_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int
         notes.append(f"{step}: the model picked nothing; kept the embedding order")
         return None
     return picks
-
-
-def model_yes_no(llm: Any, prompt: str, *, step: str, notes: list[str]) -> tuple[bool, float]:
-    """``llm.yes_no`` that reads a failed call as "no" (with P(yes) 0) and says so."""
-    try:
-        return llm.yes_no(prompt, step=step)
-    except LocalKGError as error:
-        notes.append(f"{step}: model call failed ({error}); read as no")
-        return False, 0.0
 
 
 def model_json(llm: Any, prompt: str, schema: dict[str, Any], *, step: str, max_tokens: int,
@@ -180,6 +166,7 @@ class GraphExplorer:
         self.scorer = scorer
         self.config = config
         self.prompt_file = prompt_file
+        self.keep = relation_filter(config["relation_filter"])
 
     def explore(self, question: str, frontier: Sequence[Node], *, query: str, objectives: str, memory: str,
                 visited: set[str], via: dict[str, Step], exclude: Set[tuple[str, str, str]] = frozenset(),
@@ -217,7 +204,7 @@ class GraphExplorer:
             arrival = via.get(node.id)
             back = (arrival.triple.relation, IN if arrival.forward else OUT) if arrival else None
             for count in self.kg.relations(node.id):
-                if (node.id, count.relation, count.direction) in exclude:
+                if (node.id, count.relation, count.direction) in exclude or not self.keep(count.relation):
                     continue
                 if (count.relation, count.direction) == back and count.count == 1:
                     continue  # the one fact it was reached by: it leads only back
@@ -254,7 +241,7 @@ class GraphExplorer:
     def _prune(self, exploration: Exploration, question: str, query: str, objectives: str, notes: list[str],
                step_prefix: str) -> None:
         reached = exploration.reached
-        texts = [verbalise(exploration.via[n.id].triple) for n in reached]
+        texts = [triple_words(exploration.via[n.id].triple) for n in reached]
         similarity = self.scorer.score(query, texts)
         # Entities reached from more frontier entities first (a conjunctive question's answer is
         # reached from every topic), then by similarity.
@@ -269,7 +256,7 @@ class GraphExplorer:
         relations = ", ".join(o.label for o in exploration.relations)
         prompt = prompts.render(self.prompt_file, "entities", question=question, objectives=objectives,
                                 relations=relations)
-        picks = model_choice(self.llm, prompt, [verbalise(exploration.via[n.id].triple) for n in shown],
+        picks = model_choice(self.llm, prompt, [triple_words(exploration.via[n.id].triple) for n in shown],
                              step=f"{step_prefix}entities", k=self.config["entity_keep"], notes=notes)
         kept = [shown[i] for i in picks] if picks else shown[: self.config["entity_keep"]]
         kept_ids = {n.id for n in kept}
@@ -308,6 +295,7 @@ class PlanReasoner(Reasoner):
         "max_objectives": 3,      # sub-objectives in the plan
         "memory_facts": 3,        # facts remembered per sub-objective
         "neighbor_limit": 200,    # facts read per (entity, relation)
+        "relation_filter": DEFAULT_RELATION_FILTER,  # relations never followed (ToG's abandon_rels)
         "max_answers": 50,
         "plan_tokens": 96,
     }
@@ -384,7 +372,7 @@ class PlanReasoner(Reasoner):
         """What is known per sub-objective: the gathered facts most similar to it."""
         if not facts:
             return {}
-        texts = list(dict.fromkeys(verbalise(t) for t in facts))
+        texts = list(dict.fromkeys(triple_words(t) for t in facts))
         memory = {}
         for objective in objectives:
             ranked = self.context.scorer.rank(objective, texts, k=self.config["memory_facts"])
@@ -392,11 +380,11 @@ class PlanReasoner(Reasoner):
         return memory
 
     def _sufficient(self, question: str, objectives: str, found: Exploration, notes: list[str]) -> tuple[bool, float]:
-        facts = [verbalise(found.via[n.id].triple) for n in found.reached[:5]]
+        facts = [triple_words(found.via[n.id].triple) for n in found.reached[:5]]
         candidates = ", ".join(n.display for n in found.reached[:5])
         prompt = prompts.render(PROMPTS, "answer", question=question, objectives=objectives,
                                 facts=bulleted(facts), candidates=candidates)
-        return model_yes_no(self.llm, prompt, step="answer", notes=notes)
+        return ask_yes_no(self.llm, prompt, step="answer", notes=notes)
 
     def _reflect(self, question: str, facts: list[Triple], frontier: list[Node], seen: dict[str, Node],
                  visited: set[str], reflections: int, notes: list[str], force: bool = False) -> tuple[list[Node], int]:
@@ -408,9 +396,9 @@ class PlanReasoner(Reasoner):
         if not pool:
             return frontier, reflections
         reflections += 1
-        facts_text = bulleted([verbalise(t) for t in facts[-5:]])
+        facts_text = bulleted([triple_words(t) for t in facts[-5:]])
         if not force:
-            back, _p_back = model_yes_no(self.llm, prompts.render(PROMPTS, "reflect", question=question,
+            back, _p_back = ask_yes_no(self.llm, prompts.render(PROMPTS, "reflect", question=question,
                                                                  facts=facts_text), step="reflect", notes=notes)
             if not back:
                 return frontier, reflections

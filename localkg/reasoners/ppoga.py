@@ -37,17 +37,9 @@ from typing import Any
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.plan import (
-    PROMPTS as EXPLORATION_PROMPTS,
-    Exploration,
-    GraphExplorer,
-    bulleted,
-    model_json,
-    path_to,
-    string_list,
-    verbalise,
-    without_mentions,
-)
+from localkg.reasoners.common import DEFAULT_RELATION_FILTER, triple_words, without_mentions
+from localkg.reasoners.plan import PROMPTS as EXPLORATION_PROMPTS
+from localkg.reasoners.plan import Exploration, GraphExplorer, bulleted, model_json, path_to, string_list
 from localkg.store.model import Node, Step, Triple
 
 PROMPTS = "ppoga"
@@ -130,6 +122,7 @@ class PPoGAReasoner(Reasoner):
         "entity_options": 5,
         "entity_keep": 3,
         "neighbor_limit": 200,
+        "relation_filter": DEFAULT_RELATION_FILTER,
         "max_answers": 50,
         "plan_tokens": 256,
         "predict_tokens": 64,
@@ -224,7 +217,7 @@ class PPoGAReasoner(Reasoner):
             prompt = prompts.render(PROMPTS, "replan", question=question,
                                     failed=bulleted([s.objective for s in failed]),
                                     facts=bulleted(knowledge.chain[-5:]
-                                                   or [verbalise(t) for t in knowledge.facts[-5:]]))
+                                                   or [triple_words(t) for t in knowledge.facts[-5:]]))
         value = model_json(self.llm, prompt, schema, step="replan" if failed else "plan",
                            max_tokens=self.config["plan_tokens"], notes=notes)
         steps = []
@@ -273,7 +266,7 @@ class PPoGAReasoner(Reasoner):
             "direct_answer_found": {"type": "boolean"},
             "next_action": {"type": "string", "enum": list(ACTIONS)}},
             "required": ["direct_answer_found", "next_action"]}
-        facts = [verbalise(found.via[n.id].triple) for n in found.reached[:5]] if found and not found.empty else []
+        facts = [triple_words(found.via[n.id].triple) for n in found.reached[:5]] if found and not found.empty else []
         prompt = prompts.render(PROMPTS, "think", question=question,
                                 position=f"{cycle.index + 1} of {len(strategic.plan)}", objective=step.objective,
                                 expected=cycle.prediction.get("expected_information_type", ""),
@@ -295,7 +288,7 @@ class PPoGAReasoner(Reasoner):
         entities the knowledge layer reached but never expanded that best match the question."""
         unexpanded = [n for n in knowledge.entities.values() if n.id not in knowledge.expanded]
         if unexpanded:
-            texts = [verbalise(knowledge.via[n.id].triple) if n.id in knowledge.via else n.display for n in unexpanded]
+            texts = [triple_words(knowledge.via[n.id].triple) if n.id in knowledge.via else n.display for n in unexpanded]
             ranked = self.context.scorer.rank(query, texts, k=self.config["entity_keep"])
             unexpanded = [unexpanded[i] for i, _score in ranked]
         return list({n.id: n for n in topics + unexpanded}.values())
