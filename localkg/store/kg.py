@@ -230,7 +230,9 @@ class KG:
         _check_direction(direction)
         rows = self._logged("relations", {"entity": entity, "direction": direction}, lambda: self._run(
             "MATCH (n:Node {id: $id})-[h:HasRel]->(r:Relation) WHERE $dir = 'both' OR h.dir = $dir "
-            "RETURN r.id, r.label, h.dir, h.n",
+            # Without the hint Kùzu starts from the small Relation table and walks every node's
+            # summary rows backwards (4x slower on a 50k-edge hub).
+            "HINT (n JOIN h) JOIN r RETURN r.id, r.label, h.dir, h.n",
             {"id": entity, "dir": direction},
         ))
         if not rows and not self.has_node(entity):
@@ -251,10 +253,10 @@ class KG:
         queries = []
         if direction in (OUT, BOTH):
             queries.append("MATCH (a:Node {id: $id})-[f:Fact]->(b:Node) WHERE f.rel = $rel "
-                           "RETURN b.id, b.name, b.kind, b.value LIMIT $limit")
+                           "HINT (a JOIN f) JOIN b RETURN b.id, b.name, b.kind, b.value LIMIT $limit")
         if direction in (IN, BOTH):
             queries.append("MATCH (a:Node {id: $id})<-[f:Fact]-(b:Node) WHERE f.rel = $rel "
-                           "RETURN b.id, b.name, b.kind, b.value LIMIT $limit")
+                           "HINT (a JOIN f) JOIN b RETURN b.id, b.name, b.kind, b.value LIMIT $limit")
 
         def run() -> list:
             rows: list = []
