@@ -39,7 +39,7 @@ treat as mediators to hop through.
 from __future__ import annotations
 
 import fnmatch
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence

@@ -233,19 +233,20 @@ def test_damaged_lines_are_rejected_with_line_and_reason_and_good_lines_load(tmp
 
 def test_truncated_gzip_loads_what_it_can_then_resume_does_not_duplicate(tmp_path: Path, generated: Path) -> None:
     data = generated.read_bytes()
+    small = {"chunk_bytes": 64 << 10, "batch_bytes": 64 << 10}
     truncated = tmp_path / "cut.nt.gz"
     truncated.write_bytes(data[: len(data) * 2 // 3])
     with KG.create(tmp_path / "db") as kg:
         with pytest.raises(LoadError, match=r"truncated or corrupt after line (\d+)") as caught:
-            load_freebase(kg, [truncated], workers=0, progress=False, chunk_bytes=64 << 10, batch_bytes=64 << 10)
+            load_freebase(kg, [truncated], workers=0, progress=False, **small)
         last_line = int(re.search(r"after line (\d+)", str(caught.value)).group(1))
         loaded = kg.stats()
         assert loaded.facts > 0 and last_line > 1000
         with pytest.raises(LoadError, match="truncated"):
-            load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10, batch_bytes=64 << 10)
+            load_freebase(kg, [truncated], resume=True, workers=0, progress=False, **small)
         assert kg.stats() == loaded
         truncated.write_bytes(data)  # the download completed: resume finishes the same load
-        report = load_freebase(kg, [truncated], resume=True, workers=0, progress=False, chunk_bytes=64 << 10, batch_bytes=64 << 10)
+        report = load_freebase(kg, [truncated], resume=True, workers=0, progress=False, **small)
         assert report.complete and report.resumed
         complete = kg.stats()
     with KG.create(tmp_path / "fresh") as kg:

@@ -51,7 +51,8 @@ def snapshot(kg: KG) -> dict:
 def start_cli(dump: Path, db: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen([sys.executable, "-c", "from localkg.cli import main; main()", "load", "freebase",
-                             str(dump), "--db", str(db), "--chunk-mb", "1", "--batch-mb", "1", "--workers", "0", "--quiet"],
+                             str(dump), "--db", str(db), "--chunk-mb", "1", "--batch-mb", "1", "--workers", "0",
+                             "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
