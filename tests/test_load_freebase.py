@@ -275,3 +275,12 @@ def test_cli_load_freebase_prints_the_report(tmp_path: Path, generated: Path) ->
     assert text.exit_code == 0 and "duplicates" in text.output
     missing = CliRunner().invoke(main, ["load", "freebase", str(tmp_path / "nope.nt"), "--db", str(tmp_path / "db")])
     assert missing.exit_code != 0 and "Traceback" not in missing.output
+
+
+@pytest.mark.parametrize("name", ["localkg.loaders.ntriples", "localkg.loaders.freebase"])
+def test_docstring_examples(name: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0

@@ -280,3 +280,11 @@ def test_cli_load_wikidata(tmp_path: Path) -> None:
     wrong = CliRunner().invoke(main, ["load", "wikidata", str(WIKIDATA / "assembled_dump_format_fixture.json"),
                                       "--db", str(tmp_path / "db"), "--ranks", "best"])
     assert wrong.exit_code != 0
+
+
+def test_docstring_examples() -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("localkg.loaders.wikidata"))
+    assert result.attempted > 0 and result.failed == 0
