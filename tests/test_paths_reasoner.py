@@ -138,3 +138,12 @@ def test_real_model_answers_a_one_hop_question(metaqa_kg, llm, scorer):
     assert {a.name for a in result.answers} == {"Once Were Warriors", "Tracker", "River Queen"}
     assert [c["step"] for c in result.llm_calls] == ["analyse", "sufficient"]
     assert all(call["prompt_tokens"] > 0 for call in result.llm_calls)
+
+
+def test_path_summary_is_shown_to_the_sufficiency_check(films, scorer):
+    llm = ScriptedLLM({"analyse": [{"split_questions": [], "depth": 1}], "sufficient": [True],
+                       "summary": ["Top Hat was directed by Mark Sandrich."]})
+    result = reasoner(films, llm, scorer, summary_tokens=24).answer("who directed Top Hat", ["Top Hat"])
+    steps = [c["step"] for c in result.llm_calls]
+    assert steps.index("summary") < steps.index("sufficient")
+    assert "Summary: Top Hat was directed by Mark Sandrich." in result.llm_calls[-1]["prompt"]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from localkg import prompts
+from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import path_similarities, rank_relation_paths, readable_relation
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, ask_yes_no, relation_filter, without_mentions
@@ -330,9 +331,12 @@ class PathsReasoner(Reasoner):
         selected = self._precise_selection(question, split, reduced, notes)
         paths_text = bulleted([c.render() for c in selected])
         if self.config["summary_tokens"] > 0:
-            summary = self.llm.generate(prompts.render(PROMPTS, "summary", question=question, paths=paths_text),
-                                        step="summary", max_tokens=self.config["summary_tokens"], stop=["\n"])
-            paths_text += f"\nSummary: {summary.strip()}"
+            try:
+                summary = self.llm.generate(prompts.render(PROMPTS, "summary", question=question, paths=paths_text),
+                                            step="summary", max_tokens=self.config["summary_tokens"], stop=["\n"])
+                paths_text += f"\nSummary: {summary.strip()}"
+            except LocalKGError as error:
+                notes.append(f"summary: model call failed ({error}); the paths are shown as they are")
         sufficient, p_yes = ask_yes_no(self.llm, prompts.render(PROMPTS, "sufficient", question=question,
                                                                   split=split, paths=paths_text),
                                          step="sufficient", notes=notes)
