@@ -78,19 +78,23 @@ def make_dump(kind: str, entities: int, out: Path) -> dict:
 
 
 # ---------------------------------------------------------------- children
-def child_localkg(kind: str, path: str, db: str, workers: int | None) -> dict:
+def child_localkg(kind: str, path: str, db: str, workers: int | None, pool_mb: int) -> dict:
     from localkg.loaders.freebase import load_freebase
     from localkg.loaders.wikidata import load_wikidata
     from localkg.store import KG
 
     started = time.perf_counter()
-    with KG.create(db) as kg:
+    with KG.create(db, **({"buffer_pool_bytes": pool_mb << 20} if pool_mb else {})) as kg:
         loader = load_freebase if kind == "freebase" else load_wikidata
         report = loader(kg, [path], workers=workers, progress=False)
         stats = kg.stats()
     seconds = time.perf_counter() - started
     return {"seconds": round(seconds, 2), "lines": report.lines_read, "facts": stats.facts, "nodes": stats.nodes,
-            "items": report.details.get("items", 0)}
+            "items": report.details.get("items", 0), "db_mb": round(_size(Path(db)) / 2**20, 1)}
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def child_oxigraph(path: str, db: str) -> dict:
@@ -114,8 +118,9 @@ def main() -> None:
         if which == "oxigraph":
             print(json.dumps(child_oxigraph(*rest)))
         else:
-            kind, path, db, workers = rest
-            print(json.dumps(child_localkg(kind, path, db, None if workers == "all" else int(workers))))
+            kind, path, db, workers, pool_mb = rest
+            print(json.dumps(child_localkg(kind, path, db, None if workers == "all" else int(workers),
+                                           int(pool_mb))))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=2_000_000, help="Freebase dump size for the comparison.")
@@ -124,6 +129,10 @@ def main() -> None:
     parser.add_argument("--wikidata-entities", type=int, default=20_000)
     parser.add_argument("--workers", default="all", help="localkg parser processes (default: all cores).")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--buffer-pool-mb", type=int, default=0,
+                        help="Kùzu buffer pool of the localkg loads (default: the store's, 1 GiB).")
+    parser.add_argument("--growth-only", action="store_true",
+                        help="Only the two localkg Freebase loads of the RSS growth check.")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="localkg-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -132,26 +141,34 @@ def main() -> None:
     result["freebase_big_dump"] = make_dump("freebase", int(args.lines / LINES_PER_ENTITY), big)
     result["freebase_small_dump"] = make_dump("freebase", int(args.growth_from / LINES_PER_ENTITY), small)
     wikidata = workdir / "wd.json.gz"
-    result["wikidata_dump"] = make_dump("wikidata", args.wikidata_entities, wikidata)
+    if not args.growth_only:
+        result["wikidata_dump"] = make_dump("wikidata", args.wikidata_entities, wikidata)
     for name in ("oxigraph-db", "localkg-big", "localkg-small", "localkg-wd"):
         shutil.rmtree(workdir / name, ignore_errors=True)
 
-    oxigraph = run_child(["_child", "oxigraph", str(big), str(workdir / "oxigraph-db")])
-    localkg = run_child(["_child", "localkg", "freebase", str(big), str(workdir / "localkg-big"), args.workers])
-    smaller = run_child(["_child", "localkg", "freebase", str(small), str(workdir / "localkg-small"), args.workers])
-    wd = run_child(["_child", "localkg", "wikidata", str(wikidata), str(workdir / "localkg-wd"), args.workers])
+    pool = str(args.buffer_pool_mb)
+    localkg = run_child(["_child", "localkg", "freebase", str(big), str(workdir / "localkg-big"), args.workers, pool])
+    smaller = run_child(["_child", "localkg", "freebase", str(small), str(workdir / "localkg-small"), args.workers,
+                         pool])
     lines = result["freebase_big_dump"]["lines"]
-    result["freebase"] = {
-        "input_triples": lines,
-        "localkg": {**localkg, "triples_per_s": round(lines / localkg["seconds"])},
-        "pyoxigraph": {**oxigraph, "triples_per_s": round(lines / oxigraph["seconds"])},
-        "ratio_localkg_over_pyoxigraph": round(oxigraph["seconds"] / localkg["seconds"], 3),
-    }
     result["rss_growth"] = {
         "small_lines": result["freebase_small_dump"]["lines"], "small_peak_rss_mb": smaller["peak_rss_mb"],
         "big_lines": lines, "big_peak_rss_mb": localkg["peak_rss_mb"],
         "growth": round(localkg["peak_rss_mb"] / smaller["peak_rss_mb"] - 1, 3),
         "small_triples_per_s": round(result["freebase_small_dump"]["lines"] / smaller["seconds"]),
+        "big_triples_per_s": round(lines / localkg["seconds"]),
+    }
+    if args.growth_only:
+        print(json.dumps(result, indent=2))
+        return
+    oxigraph = run_child(["_child", "oxigraph", str(big), str(workdir / "oxigraph-db")])
+    oxigraph["db_mb"] = round(_size(workdir / "oxigraph-db") / 2**20, 1)
+    wd = run_child(["_child", "localkg", "wikidata", str(wikidata), str(workdir / "localkg-wd"), args.workers, pool])
+    result["freebase"] = {
+        "input_triples": lines,
+        "localkg": {**localkg, "triples_per_s": round(lines / localkg["seconds"])},
+        "pyoxigraph": {**oxigraph, "triples_per_s": round(lines / oxigraph["seconds"])},
+        "ratio_localkg_over_pyoxigraph": round(oxigraph["seconds"] / localkg["seconds"], 3),
     }
     result["wikidata"] = {**wd, "entities_per_s": round(wd["items"] / wd["seconds"], 1)}
     result["load_average_at_end"] = os.getloadavg()[0]
