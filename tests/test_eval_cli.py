@@ -21,7 +21,6 @@ from localkg.evaluation.harness import select_questions
 from localkg.evaluation.metrics import Prediction, score_question
 from localkg.store import KG
 
-REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 HEADLINE = {"n", "hits@1", "hit", "f1", "em_loose", "llm_calls_per_q", "prompt_tokens_per_q",
             "completion_tokens_per_q", "seconds_per_q"}
@@ -107,7 +106,7 @@ def test_resume_after_a_killed_run(metaqa_sample, tmp_path: Path) -> None:
     predictions = out / "predictions.jsonl"
     command = [sys.executable, "-c", "from localkg.cli import main; main()", "eval", str(questions), "--db", str(db),
                "--reasoner", "embed-path", "--out", str(out)]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 600
     while not (predictions.exists() and predictions.read_bytes().count(b"\n") >= 2):
         assert process.poll() is None, process.stderr.read().decode()

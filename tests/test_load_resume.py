@@ -4,7 +4,6 @@ between commit and checkpoint) duplicates nothing; a checkpoint of another load 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -49,11 +48,10 @@ def snapshot(kg: KG) -> dict:
 
 
 def start_cli(dump: Path, db: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen([sys.executable, "-c", "from localkg.cli import main; main()", "load", "freebase",
                              str(dump), "--db", str(db), "--chunk-mb", "1", "--batch-mb", "1", "--workers", "0",
                              "--quiet"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_checkpoint(db: Path, process: subprocess.Popen, chunks: int = 1, timeout: float = 120) -> Path:
