@@ -146,21 +146,24 @@ def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Pat
 @main.command()
 @click.option("--db", "db", type=click.Path(path_type=Path), default=None,
               help="Where to build the demo database (default: the user cache directory).")
-@click.option("--question", default=None, help="Ask this instead of the demo question.")
+@click.option("--question", default=None, help="Ask this instead of the demo question (linked to the graph).")
+@click.option("--reasoner", default="tog", show_default=True, help="Registered reasoner name.")
 @friendly_errors
-def demo(db: Path | None, question: str | None) -> None:
+def demo(db: Path | None, question: str | None, reasoner: str) -> None:
     """Build the bundled movie graph (first use) and answer a question with its evidence."""
     from localkg.demo import DEMO_QUESTION, DEMO_TOPIC, ensure_demo_db
+    from localkg.reasoners.base import Context, get_reasoner
     from localkg.store import KG
 
+    reasoner_class = get_reasoner(reasoner)
     path = ensure_demo_db(db, progress=True)
     with KG.open(path) as kg:
         counts = kg.stats()
         click.echo(f"demo graph at {path}: {counts.entities:,} entities, {counts.facts:,} facts")
         asked = question or DEMO_QUESTION
-        click.echo(f"question: {asked}")
-        for path_found in kg.paths(DEMO_TOPIC, "Mark Sandrich", max_hops=2, limit=3):
-            click.echo(f"  {path_found}")
+        click.echo(f"question: {asked}  (reasoner: {reasoner})")
+        result = reasoner_class(Context(kg)).answer(asked, None if question else [DEMO_TOPIC])
+    print_answer(result, shown=5)
 
 
 # ---------------------------------------------------------------- evaluation (helper "eval")
@@ -434,3 +437,94 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
                                resume=resume, workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
     print_load_summary(report, as_json)
+
+
+# ---------------------------------------------------------------- asking (helper "reasoners I")
+DEFAULT_REASONER = "tog"
+
+
+def parse_settings(settings: tuple[str, ...]) -> dict[str, str]:
+    """``--set KEY=VALUE`` pairs as a dict (the reasoner turns each value into its setting's type)."""
+    parsed = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {setting!r}", param_hint="--set")
+        parsed[key.strip()] = value.strip()
+    return parsed
+
+
+def ask_json(result: Any, trace: bool) -> dict[str, Any]:
+    """The ``localkg ask --json`` object; ``--trace`` adds the notes, every LLM call and every KG query."""
+    from localkg.reasoners.base import path_to_json
+
+    data: dict[str, Any] = {
+        "question": result.question,
+        "answers": [{"id": answer.id, "name": answer.name} for answer in result.answers],
+        "evidence": [path_to_json(path) for path in result.evidence],
+        "llm_calls": len(result.llm_calls),
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "seconds": round(result.seconds, 3),
+    }
+    if trace:
+        data["trace"] = {"notes": result.notes, "llm": result.llm_calls, "kg": result.kg_queries}
+    return data
+
+
+def print_answer(result: Any, trace: bool = False, shown: int = 10) -> None:
+    """The answers with their evidence paths, the cost, and with ``trace`` every step taken."""
+    if result.answers:
+        paths = {path.end.id: path for path in result.evidence if path.steps}
+        for answer in result.answers[:shown]:
+            click.echo(f"answer: {answer.name}" + (f"  [{answer.id}]" if answer.id and answer.id != answer.name else ""))
+            if answer.id in paths:
+                click.echo(f"  evidence: {paths[answer.id]}")
+        if len(result.answers) > shown:
+            click.echo(f"... and {len(result.answers) - shown} more answers")
+    else:
+        reason = next((note for note in result.notes if note.startswith("no answer found")), "no answer found")
+        click.echo(reason)
+    click.echo(f"({len(result.llm_calls)} LLM calls, {result.prompt_tokens}+{result.completion_tokens} tokens, "
+               f"{len(result.kg_queries)} graph queries, {result.seconds:.1f} s)")
+    if trace:
+        for note in result.notes:
+            click.echo(f"note: {note}")
+        for number, call in enumerate(result.llm_calls, 1):
+            click.echo(f"--- LLM call {number}: {call['step']} ({call['prompt_tokens']}+{call['completion_tokens']} "
+                       f"tokens, {call['seconds']:.2f} s)")
+            click.echo(call["prompt"])
+            click.echo(f">>> {call['output']}")
+        for query_log in result.kg_queries:
+            arguments = ", ".join(f"{k}={v!r}" for k, v in query_log["arguments"].items())
+            click.echo(f"kg: {query_log['primitive']}({arguments}) -> {query_log['rows']} rows, "
+                       f"{query_log['seconds'] * 1000:.1f} ms")
+
+
+@main.command()
+@click.argument("question")
+@db_option()
+@click.option("--reasoner", default=DEFAULT_REASONER, show_default=True, help="Registered reasoner name.")
+@click.option("--topic", "topics", multiple=True, metavar="ID",
+              help="Topic entity id (repeatable); without it the question is linked to the graph.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Reasoner setting (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@click.option("--trace", is_flag=True, help="Also print every LLM call and graph query.")
+@llm_options
+@friendly_errors
+def ask(question: str, db: Path, reasoner: str, topics: tuple[str, ...], settings: tuple[str, ...], as_json: bool,
+        trace: bool, model: Path | None, n_ctx: int, n_gpu_layers: int, llm_threads: int | None,
+        prompt_style: str | None) -> None:
+    """Answer QUESTION from the graph in --db, with the evidence path of each answer."""
+    from localkg.llm.options import llm_factory
+    from localkg.reasoners.base import Context, get_reasoner
+    from localkg.store import KG
+
+    reasoner_class = get_reasoner(reasoner)
+    with KG.open(db, read_only=True) as kg:
+        context = Context(kg, llm_factory=llm_factory(model, n_ctx, n_gpu_layers, llm_threads, prompt_style))
+        result = reasoner_class(context, **parse_settings(settings)).answer(question, list(topics) or None)
+    if as_json:
+        echo_json(ask_json(result, trace))
+    else:
+        print_answer(result, trace)

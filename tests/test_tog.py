@@ -47,11 +47,18 @@ def test_stops_at_the_first_yes_and_answers_with_the_evidence_path(movies, score
 
 
 def test_without_a_yes_it_runs_to_max_depth_and_answers_from_the_gathered_paths(movies, scorer):
-    result = tog(movies, scorer, depth=2).answer("who directed Top Hat", ["Top Hat"])
+    result = tog(movies, scorer, depth=2, stop_without_gain=False).answer("who directed Top Hat", ["Top Hat"])
     assert steps_of(result) == ["sufficient-1", "sufficient-2", "answer"]
     assert any("maximum depth 2 reached without a 'yes'" in note for note in result.notes)
     assert result.answers, "the gathered paths are used, not thrown away"
     assert all(answer.id != "Top Hat" for answer in result.answers)
+
+
+def test_exploration_stops_when_a_depth_brings_no_better_relation_chain(movies, scorer):
+    result = tog(movies, scorer).answer("who directed Top Hat", ["Top Hat"])
+    assert steps_of(result) == ["sufficient-1", "answer"]
+    assert any("exploration stops (graph side)" in note for note in result.notes)
+    assert result.answers[0].id == "Mark Sandrich"
 
 
 def test_the_beam_keeps_width_chains(movies, scorer):
@@ -90,15 +97,21 @@ def test_prune_llm_follows_the_relations_the_model_scores(movies, scorer):
 
 
 def test_walks_never_revisit_a_node_and_skip_reverse_is_the_papers_rule(movies, scorer):
-    script = {"sufficient-1": [False], "sufficient-2": [True]}
-    shared = tog(movies, scorer, script, width=1).answer("which films share a director with Top Hat", ["Top Hat"])
+    def script(step, prompt, options):
+        if step == "answer":
+            return [1.0 if option.endswith("Carefree") else 0.0 for option in options]
+        return False
+
+    question = "which films share a director with Top Hat"
+    shared = tog(movies, scorer, script, width=1, depth=2, stop_without_gain=False).answer(question, ["Top Hat"])
     assert str(shared.evidence[0]) == "Top Hat —directed_by→ Mark Sandrich —directed_by⁻¹→ Carefree"
-    paper = tog(movies, scorer, dict(script), width=1, skip_reverse=True).answer(
-        "which films share a director with Top Hat", ["Top Hat"])
-    for path in paper.evidence:
-        relations = [(s.triple.relation, s.forward) for s in path.steps]
-        assert all(not (r1 == r2 and f1 != f2) for (r1, f1), (r2, f2) in zip(relations, relations[1:]))
+    assert all("Top Hat" not in str(path).split(" —", 1)[1] for path in shared.evidence), "no walk comes back"
+    paper = tog(movies, scorer, script, width=1, depth=2, stop_without_gain=False, skip_reverse=True).answer(
+        question, ["Top Hat"])
     assert "Carefree" not in {a.id for a in paper.answers}
+    for path in paper.evidence:
+        relations = [(step.triple.relation, step.forward) for step in path.steps]
+        assert all(not (r1 == r2 and f1 != f2) for (r1, f1), (r2, f2) in zip(relations, relations[1:]))
 
 
 def test_cvt_nodes_are_hopped_through_and_literals_are_answers(tmp_path, scorer):

@@ -67,10 +67,6 @@ class Beam:
         return self.path.end if self.path.steps else self.start
 
     @property
-    def words(self) -> str:
-        return " ".join(move.words for move in self.moves)
-
-    @property
     def relation_chain(self) -> tuple[str, tuple[tuple[tuple[str, str], ...], ...]]:
         return self.start.id, tuple(move.steps for move in self.moves)
 
@@ -139,7 +135,7 @@ class BoundedPathContext(Reasoner):
         if not moves:
             notes.append(f"depth {depth}: {representative.current.display} has no relation to follow; beam finished")
             return [], []
-        ranked = rank_moves(self.context.scorer, query, moves, context=representative.words)
+        ranked = rank_moves(self.context.scorer, query, moves, taken=representative.moves)
         shown = ranked[: self.config["relation_cap"]]
         hidden = len(ranked) - len(shown)
         options = [move_option(representative.current, move) for move, _ in shown]

@@ -14,8 +14,9 @@ The API is small on purpose:
   ``abandon_rels``: schema, bookkeeping and ``sameAs`` links);
 * :func:`candidate_moves` — the moves out of an entity, most frequent first;
 * :func:`follow` — the paths a move takes from an entity (literals included);
-* :func:`rank_moves` — moves ranked by relevance to the question (the
-  embedding pre-ranking a small model needs before it chooses);
+* :func:`rank_moves`, :func:`chain_words` — moves ranked by the relevance of
+  their relation chain to the question (the embedding pre-ranking a small
+  model needs before it chooses);
 * :func:`move_option`, :func:`triple_words`, :func:`path_words`,
   :func:`without_mentions` — the words the embedder and the prompts see;
 * :func:`ask_choice`, :func:`ask_yes_no` — model calls that fall back to the
@@ -143,17 +144,23 @@ def without_mentions(question: str, names: Iterable[str]) -> str:
     return " ".join(text.split()) or question
 
 
-def rank_moves(scorer: Any, query: str, moves: Sequence[Move], context: str = "") -> list[tuple[Move, float]]:
+def chain_words(moves: Sequence[Move]) -> str:
+    """The relation words of a chain of moves, each relation once: walking ``directed_by`` out and
+    back ("films that share a director") reads ``directed by``, so it matches a question no better
+    than the single hop it repeats."""
+    return " ".join(dict.fromkeys(move.words for move in moves))
+
+
+def rank_moves(scorer: Any, query: str, moves: Sequence[Move], taken: Sequence[Move] = ()) -> list[tuple[Move, float]]:
     """``moves`` with their relevance to ``query``, best first (ties keep the given order).
 
-    ``context`` is the relation words of the path that led here: a move is scored as the
-    whole relation path so far (``directed by in language`` matches "languages of the films
-    directed by X" where ``in language`` alone matches any language question).
+    ``taken`` are the moves that led here: a move is scored as the whole relation chain
+    (``directed by in language`` matches "languages of the films directed by X" where
+    ``in language`` alone matches any language question).
     """
     if not moves:
         return []
-    texts = [f"{context} {move.words}".strip() for move in moves]
-    scores = scorer.score(query, texts)
+    scores = scorer.score(query, [chain_words((*taken, move)) for move in moves])
     order = sorted(range(len(moves)), key=lambda i: -float(scores[i]))
     return [(moves[i], float(scores[i])) for i in order]
 

@@ -17,6 +17,10 @@ What a small local model changes (docs/reasoners.md has the full list):
 * the answer is a node of the graph: the model scores the gathered chains'
   ends (a constrained choice, never free text), weighted by the chains' graph
   scores; every other node the winning relation chain reached follows it;
+* exploration also stops when a depth's best relation chain matches the
+  question no better than the previous depth's (``stop_without_gain``): a
+  270M model's "sufficient?" is close to a coin toss, so the graph side
+  leads the depth decision too, and the model's "yes" can only stop earlier;
 * a walk never returns to a node already on its path; the paper's rule of
   never offering the reverse of the relation just taken (which also blocks
   "films that share a director with X", ``directed_by`` then
@@ -61,7 +65,7 @@ class Chain:
     """A path from a topic entity kept in (or considered for) the beam.
 
     ``moves`` are the relation moves it took (its *relation chain*; paths with the same
-    topic and moves answer the same way), ``words`` their relation words, ``score`` the
+    topic and moves answer the same way), ``score`` the
     ToG score of its last expansion (relation score x entity score), ``relevance`` the
     embedding relevance of the whole relation chain to the question (comparable across
     depths, unlike ``score``).
@@ -70,7 +74,6 @@ class Chain:
     topic: str
     path: Path
     moves: tuple[Move, ...]
-    words: str
     score: float
     relevance: float = 0.0
 
@@ -102,6 +105,7 @@ class ThinkOnGraph(Reasoner):
         "answer_weight": 0.5,     # exponent of the model's probability against the graph score
         "relation_filter": DEFAULT_RELATION_FILTER,
         "depth_penalty": 0.05,    # relevance lost per extra hop when answers of several depths compete
+        "stop_without_gain": True,  # stop when a depth's best chain matches no better than the last depth's
         "skip_reverse": False,    # the paper's rule: never offer the reverse of the relation just taken
     }
 
@@ -112,10 +116,11 @@ class ThinkOnGraph(Reasoner):
         starts = [node_of(self.kg, topic) for topic in topics]
         query = without_mentions(question, [node.display for node in starts])
         keep = relation_filter(self.config["relation_filter"])
-        beam = [Chain(node.id, Path(()), (), "", 1.0) for node in starts]
+        beam = [Chain(node.id, Path(()), (), 1.0) for node in starts]
         start_nodes = {node.id: node for node in starts}
         gathered: list[Chain] = []   # every chain that was in the beam
         explored: list[Chain] = []   # every chain scored, in or out of the beam (siblings of the answer)
+        best_so_far = -math.inf
         for depth in range(1, self.config["depth"] + 1):
             candidates = self._expand(question, query, beam, start_nodes, keep, depth, result.notes)
             if not candidates:
@@ -125,13 +130,18 @@ class ThinkOnGraph(Reasoner):
             beam = candidates[: self.config["width"]]
             gathered.extend(beam)
             result.notes.append(f"depth {depth}: beam " + "; ".join(f"{c.path} ({c.score:.3f})" for c in beam))
+            best_here = max(c.relevance for c in candidates) - self.config["depth_penalty"] * (depth - 1)
+            if self.config["stop_without_gain"] and best_here <= best_so_far:
+                result.notes.append(f"depth {depth}: no relation chain matches the question better than at depth "
+                                    f"{depth - 1}; exploration stops (graph side)")
+                break
+            best_so_far = max(best_so_far, best_here)
             if self._sufficient(question, gathered, depth, result.notes):
-                self._answer(question, beam, explored, result)  # earlier depths were judged insufficient
-                return
+                break
         else:
             result.notes.append(f"maximum depth {self.config['depth']} reached without a 'yes'; "
                                 "answered from the paths gathered")
-        if gathered:
+        if gathered:  # as in the paper, the answer step sees the chains of every depth
             self._answer(question, gathered, explored, result)
 
     # ------------------------------------------------------------------ one depth
@@ -151,10 +161,9 @@ class ThinkOnGraph(Reasoner):
                 if not paths:
                     continue
                 entity_scores = self._entity_scores(query, paths)
-                words = f"{chain.words} {move.words}".strip()
                 for path, entity_score in zip(paths, entity_scores):
                     candidates.append(Chain(chain.topic, Path(chain.path.steps + path.steps), chain.moves + (move,),
-                                            words, relation_score * entity_score, relevance))
+                                            relation_score * entity_score, relevance))
         candidates.sort(key=lambda c: -c.score)
         return candidates
 
@@ -164,7 +173,7 @@ class ThinkOnGraph(Reasoner):
         embedding relevance of the relation chain it extends)."""
         if not moves:
             return []
-        ranked = rank_moves(self.context.scorer, query, moves, context=chain.words)
+        ranked = rank_moves(self.context.scorer, query, moves, taken=chain.moves)
         relevance = _softmax([score for _, score in ranked], self.config["temperature"])
         mode = self.config["prune"]
         if mode != "embed" and len(ranked) > 1:

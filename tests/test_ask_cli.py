@@ -1,0 +1,103 @@
+"""``localkg ask`` through click's CliRunner: the readable answer with its evidence, --json, --trace,
+--topic, --set, linking, and the "no answer found" case; ``localkg demo`` answers with a reasoner."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from localkg.cli import main
+from localkg.store import KG
+
+MOVIES = [
+    ("Top Hat", "directed_by", "Mark Sandrich"),
+    ("Top Hat", "starred_actors", "Ginger Rogers"),
+    ("Top Hat", "starred_actors", "Fred Astaire"),
+    ("Swing Time", "starred_actors", "Ginger Rogers"),
+    ("Swing Time", "directed_by", "George Stevens"),
+]
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ask") / "db"
+    with KG.create(path) as kg:
+        kg.add_triples(MOVIES)
+    return path
+
+
+def ask(*args: str):
+    return CliRunner().invoke(main, ["ask", *args], catch_exceptions=False)
+
+
+def test_json_has_exactly_the_documented_shape(db):
+    result = ask("who directed Top Hat", "--db", str(db), "--topic", "Top Hat", "--reasoner", "embed-path", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert list(data) == ["question", "answers", "evidence", "llm_calls", "prompt_tokens", "completion_tokens",
+                          "seconds"]
+    assert data["question"] == "who directed Top Hat"
+    assert data["answers"][0] == {"id": "Mark Sandrich", "name": "Mark Sandrich"}
+    assert data["evidence"][0]["text"] == "Top Hat —directed_by→ Mark Sandrich"
+    assert data["evidence"][0]["steps"][0]["relation"] == "directed_by"
+    assert data["llm_calls"] == 0 and data["prompt_tokens"] == 0 and data["completion_tokens"] == 0
+    assert data["seconds"] > 0
+
+
+def test_tog_with_the_real_model_prints_the_answer_and_its_evidence_path(db):
+    result = ask("which movies did Ginger Rogers star in", "--db", str(db), "--topic", "Ginger Rogers",
+                 "--n-ctx", "1024")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert {"answer: Top Hat", "answer: Swing Time"} <= set(lines)
+    assert "  evidence: Ginger Rogers —starred_actors⁻¹→ Top Hat" in lines
+    assert "LLM calls" in lines[-1]
+
+
+def test_trace_shows_every_llm_call_and_graph_query(db):
+    text = ask("who directed Top Hat", "--db", str(db), "--topic", "Top Hat", "--trace", "--n-ctx", "1024").stdout
+    assert "--- LLM call 1: sufficient-1" in text and ">>> " in text
+    assert "kg: relations(entity='Top Hat'" in text
+    as_json = json.loads(ask("who directed Top Hat", "--db", str(db), "--topic", "Top Hat", "--trace", "--json",
+                             "--n-ctx", "1024").stdout)
+    assert as_json["llm_calls"] == len(as_json["trace"]["llm"]) >= 1
+    assert as_json["trace"]["kg"][0]["primitive"]
+    assert any(note.startswith("depth 1: beam") for note in as_json["trace"]["notes"])
+
+
+def test_set_overrides_a_setting_and_unknown_settings_are_refused(db):
+    narrow = json.loads(ask("who starred in Top Hat", "--db", str(db), "--topic", "Top Hat", "--set", "depth=1",
+                            "--set", "max_tails=1", "--json", "--trace", "--n-ctx", "1024").stdout)
+    assert [call["step"] for call in narrow["trace"]["llm"]][0] == "sufficient-1"
+    assert len(narrow["answers"]) == 1
+    refused = CliRunner().invoke(main, ["ask", "q", "--db", str(db), "--topic", "Top Hat", "--set", "bogus=1"])
+    assert refused.exit_code != 0 and "tog has no setting bogus" in refused.output
+    malformed = CliRunner().invoke(main, ["ask", "q", "--db", str(db), "--set", "width"])
+    assert malformed.exit_code != 0 and "expected KEY=VALUE" in malformed.output
+
+
+def test_without_a_topic_the_question_is_linked(db):
+    result = ask("who directed Top Hat", "--db", str(db), "--reasoner", "embed-path", "--json")
+    assert json.loads(result.stdout)["answers"][0]["id"] == "Mark Sandrich"
+
+
+def test_an_unknown_topic_says_why_there_is_no_answer(db):
+    result = ask("who directed Nowhere", "--db", str(db), "--topic", "Nowhere")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("no answer found: no topic entity of the question is in the graph")
+
+
+def test_a_missing_database_is_one_clear_error(tmp_path):
+    result = CliRunner().invoke(main, ["ask", "q", "--db", str(tmp_path / "none")])
+    assert result.exit_code != 0 and "no localkg database" in result.output and "Traceback" not in result.output
+
+
+def test_demo_answers_its_question_with_a_reasoner_and_the_evidence(tmp_path):
+    result = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "demo")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "(reasoner: tog)" in result.output
+    evidence = [line for line in result.output.splitlines() if line.startswith("  evidence: ")]
+    assert evidence and all(line.startswith("  evidence: Ginger Rogers —starred_actors⁻¹→ ") for line in evidence)
+    assert all("—directed_by→" in line for line in evidence)
