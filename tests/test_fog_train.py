@@ -46,6 +46,12 @@ def test_positives_are_the_gold_path_and_negatives_its_neighbourhood(metaqa_kg, 
     assert all(t.head.id in path_nodes or t.tail.id in path_nodes for t in negatives)
     assert example.levels["Joel Zwick"] == 0 and example.levels["My Big Fat Greek Wedding"] == 1
     assert example.levels["Greek"] == 2
+    # off-path branches continue too, so "has onward triples" does not give the label away
+    context = [t for t, y in zip(example.triples, example.labels) if y == -1.0]
+    off_path = {end for t in context for end in (t.head.id, t.tail.id)
+                if end not in path_nodes and example.levels.get(end) == 2}
+    assert any({t.head.id, t.tail.id} & off_path for t in context
+               if {example.levels.get(t.head.id), example.levels.get(t.tail.id)} == {2, 3})
 
 
 def test_pathquestion_gold_path_is_walked_to_the_answer(tmp_path, shared):

@@ -37,7 +37,8 @@ def relation_words(relation: str) -> str:
 @dataclass
 class QuestionGraph:
     """One question's subgraph for the scorer: the triples, each node's BFS level from the
-    sources, the question texts and (for training) a 0/1 label per triple."""
+    sources, the question texts and (for training) a label per triple: 1 on a gold path, 0 a
+    sampled negative, -1 context only (part of the graph, not of the loss)."""
 
     questions: list[str]
     triples: list[Triple]

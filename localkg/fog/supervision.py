@@ -2,7 +2,9 @@
 
 FoG trains on triples: those on an answer-supporting path are positives, and
 ``kappa`` times as many triples sampled from the 1-hop neighbourhood of those
-paths are negatives. The gold relation path comes from the dataset:
+paths are negatives; the graph around them is the question's BFS
+neighbourhood, as the reasoner's expansion sees it. The gold relation path
+comes from the dataset:
 
 * PathQuestion and WC2014 name it (``meta["relation_path"]``; WC2014's conjunctive
   questions have one one-hop path per topic entity);
@@ -53,7 +55,9 @@ class SupervisionLimits:
     nodes_per_layer: int = 500
     max_answers: int = 10
     max_negatives: int = 400
-    negative_seeds: int = 12
+    hops: int = 3
+    context_per_node: int = 30
+    context_frontier: int = 3
 
 
 def metaqa_relation_path(qtype: str) -> list[RelationStep]:
@@ -128,28 +132,43 @@ def gold_triples(kg: KG, topic: str, path: Sequence[RelationStep], answers: set[
     return list({triple_key(t): t for t in kept}.values())
 
 
-def sample_negatives(kg: KG, positives: Sequence[Triple], sources: Sequence[str], count: int,
-                     rng: random.Random, limits: SupervisionLimits) -> list[Triple]:
-    """``count`` triples that are not positives, from the 1-hop neighbourhood of the positive
-    paths: around the sources (the distractors the first expansion meets) and around at most
-    ``negative_seeds`` other nodes of the paths, sampled."""
-    positive_keys = {triple_key(t) for t in positives}
-    pool: dict[TripleKey, Triple] = {}
-    others = [n for n in dict.fromkeys(end for t in positives for end in (t.head.id, t.tail.id)) if n not in sources]
-    for node_id in [*sources, *rng.sample(others, min(limits.negative_seeds, len(others)))]:
-        for triple in kg.triples(node_id, limit=limits.neighbors_per_node):
-            key = triple_key(triple)
-            if key not in positive_keys:
-                pool.setdefault(key, triple)
-    candidates = sorted(pool)
-    chosen = rng.sample(candidates, min(count, len(candidates)))
-    return [pool[key] for key in chosen]
+def neighbourhood(kg: KG, sources: Sequence[str], positives: Sequence[Triple], rng: random.Random,
+                  limits: SupervisionLimits) -> list[Triple]:
+    """The question's surroundings as the reasoner's expansion sees them: layered BFS from the
+    sources up to ``hops`` layers, expanding every node of the gold paths and ``context_frontier``
+    other nodes per layer (sampled), ``context_per_node`` triples each.
+
+    Training on this graph (not on positives plus isolated negatives) matters for the feedback:
+    if only gold-path nodes had onward triples, "has a continuation" would give the label away.
+    """
+    on_path = {end for t in positives for end in (t.head.id, t.tail.id)}
+    found: dict[TripleKey, Triple] = {}
+    seen = set(sources)
+    frontier = list(dict.fromkeys(sources))
+    for _layer in range(limits.hops):
+        reached: list[str] = []
+        for node_id in frontier:
+            for triple in kg.triples(node_id, limit=limits.context_per_node):
+                found.setdefault(triple_key(triple), triple)
+                for end in (triple.head.id, triple.tail.id):
+                    if end not in seen:
+                        seen.add(end)
+                        reached.append(end)
+        gold = [n for n in reached if n in on_path]
+        others = [n for n in reached if n not in on_path]
+        frontier = gold + rng.sample(others, min(limits.context_frontier, len(others)))
+    return list(found.values())
 
 
 def build_example(kg: KG, question: Any, topics: Sequence[str], rng: random.Random,
                   limits: SupervisionLimits = SupervisionLimits()) -> QuestionGraph | None:
-    """One training graph (positives + negatives, BFS levels from the topics), or ``None``
-    when no gold walk reaches an answer in this graph."""
+    """One training graph, or ``None`` when no gold walk reaches an answer in this graph.
+
+    The graph is the gold walks plus their neighbourhood (:func:`neighbourhood`), with BFS levels
+    from the topics. Labels: 1 on the gold walks, 0 on ``kappa`` times as many triples sampled from
+    the 1-hop neighbourhood of the walks (the triples touching a node of a walk), and -1 (no loss,
+    structure only) on the rest.
+    """
     answers = {_normalise(alias) for gold in question.answers for alias in gold}
     positives: dict[TripleKey, Triple] = {}
     sources = []
@@ -159,10 +178,13 @@ def build_example(kg: KG, question: Any, topics: Sequence[str], rng: random.Rand
             positives.setdefault(triple_key(triple), triple)
     if not positives:
         return None
-    positive_list = list(positives.values())
-    negatives = sample_negatives(kg, positive_list, sources,
-                                 min(limits.kappa * len(positive_list), limits.max_negatives), rng, limits)
-    triples = positive_list + negatives
+    context = [t for t in neighbourhood(kg, sources, list(positives.values()), rng, limits)
+               if triple_key(t) not in positives]
+    on_path = {end for t in positives.values() for end in (t.head.id, t.tail.id)}
+    near = [t for t in context if t.head.id in on_path or t.tail.id in on_path]
+    chosen = {triple_key(t) for t in rng.sample(near, min(limits.kappa * len(positives), limits.max_negatives,
+                                                           len(near)))}
+    triples = list(positives.values()) + context
+    labels = [1.0] * len(positives) + [0.0 if triple_key(t) in chosen else -1.0 for t in context]
     return QuestionGraph(questions=[question.text], triples=triples, levels=bfs_levels(sources, triples),
-                         labels=[1.0] * len(positive_list) + [0.0] * len(negatives),
-                         meta={"id": question.id})
+                         labels=labels, meta={"id": question.id})

@@ -102,12 +102,16 @@ def build_examples(kg: KG, questions: Sequence[tuple[Any, list[str]]], limits: S
 
 
 def _loss(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: TextVectors,
-          device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+          device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Summed BCE of the initial and refined scores over the labelled triples (label -1 = context
+    only), the two score vectors of those triples, and their labels."""
     tensors = build_tensors(graphs, vectors).to(device)
     labels = torch.tensor([y for g in graphs for y in g.labels or []], dtype=torch.float32, device=device)
     initial, refined = model(tensors)
+    scored = labels >= 0
+    initial, refined, labels = initial[scored], refined[scored], labels[scored]
     bce = nn.functional.binary_cross_entropy_with_logits
-    return bce(initial, labels) + bce(refined, labels), torch.sigmoid(initial), torch.sigmoid(refined)
+    return bce(initial, labels) + bce(refined, labels), torch.sigmoid(initial), torch.sigmoid(refined), labels
 
 
 def _batches(items: Sequence[QuestionGraph], size: int, rng: random.Random | None) -> list[list[QuestionGraph]]:
@@ -125,8 +129,8 @@ def evaluate(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: T
     model.eval()
     losses, positives, negatives, initial_positives = [], [], [], []
     for batch in _batches(graphs, config.batch_size, None):
-        loss, initial, refined = _loss(model, batch, vectors, device)
-        labels = torch.tensor([y for g in batch for y in g.labels or []], device=device) > 0.5
+        loss, initial, refined, labels = _loss(model, batch, vectors, device)
+        labels = labels > 0.5
         losses.append(float(loss))
         positives.append(refined[labels])
         negatives.append(refined[~labels])
@@ -170,7 +174,7 @@ def train_scorer(examples: Sequence[QuestionGraph], vectors: TextVectors, config
         total, count = 0.0, 0
         batches = _batches(training, config.batch_size, rng)
         for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress):
-            loss, _initial, _refined = _loss(model, batch, vectors, device)
+            loss, *_scores = _loss(model, batch, vectors, device)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
