@@ -73,4 +73,6 @@ def test_demo_builds_and_shows_the_evidence(tmp_path: Path) -> None:
     result = run("demo", "--db", str(tmp_path / "demo"))
     assert result.exit_code == 0
     assert "4,428 facts" in result.output
-    assert "Ginger Rogers —starred_actors⁻¹→" in result.output and "Mark Sandrich" in result.output
+    assert "answer: " in result.output
+    # the evidence walks from the topic to a movie she starred in, then to its director
+    assert "Ginger Rogers —starred_actors⁻¹→" in result.output and "—directed_by→" in result.output
