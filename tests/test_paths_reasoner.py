@@ -104,6 +104,8 @@ def test_supplement_paths_link_the_models_guess(films, scorer):
 def test_caps_on_width_and_expansion(films, scorer):
     # The model never finds the paths sufficient: every stage runs, then node expansion until its
     # edge budget is spent; each stage keeps at most `width` paths.
+    films.add_triples([("New York", "in_country", "United States"), ("United States", "capital", "Washington"),
+                       ("Washington", "on_river", "Potomac"), ("1935", "followed_by", "1936")])
     llm = ScriptedLLM({"analyse": [{"split_questions": [], "depth": 1}]})
     result = reasoner(films, llm, scorer, width=2, expand_total=3, supplement=False).answer(
         "what about Ginger Rogers", ["Ginger Rogers"])

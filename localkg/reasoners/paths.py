@@ -29,7 +29,9 @@ list and the model chooses among the top ``options`` (5), the embedding order
 being the fallback whenever its output is unusable; the embedding's best branch
 is never dropped by branch reduction; answers are read off the graph (the
 answer-position nodes of the first selected path). When no stage is judged
-sufficient, the stage the model found most sufficient (highest P(yes)) answers.
+sufficient, the first stage answers (the topic-entity paths at the start depth, whose
+depth the graph estimated): the small model's P(yes) barely differs between stages, and
+the later stages exist to rescue a failed first one, not to outrank it.
 """
 from __future__ import annotations
 
@@ -159,9 +161,9 @@ class PathsReasoner(Reasoner):
             notes.append("no answer found: no path through the topic entities")
             return
         if done is None:
-            done = max(stages, key=lambda s: s.p_yes)
-            notes.append(f"no stage was judged sufficient; answered from {done.label}, which the model found most "
-                         f"sufficient (P(yes)={done.p_yes:.2f})")
+            done = stages[0]
+            notes.append(f"no stage was judged sufficient; answered from the first, {done.label}: the topic-entity "
+                         "paths at the start depth")
         self._answer(result, done, topic_ids)
 
     # -------------------------------------------------------------- question analysis
@@ -291,37 +293,44 @@ class PathsReasoner(Reasoner):
 
     def expand(self, selected: Sequence[Candidate], query: str, budget: int,
                topics: frozenset[str]) -> list[Candidate]:
-        """Node expansion: each selected path grows by one hop from its answer nodes, along the relation
-        (seen at its example paths' ends) that best matches the question; three edges per round,
-        ``budget`` in all."""
+        """Node expansion: each selected path grows by one hop from its answer nodes, along the
+        best-matching relation (seen at its example paths' ends) that reaches nodes not yet on
+        the path; three edges per round, ``budget`` in all."""
         grown = []
         for candidate in list(selected)[: min(self.config["width"], budget)]:
             labels: dict[tuple[str, str], str] = {}
             for example in candidate.examples:
                 for count in self.kg.relations(example.end.id):
                     labels.setdefault((count.relation, count.direction), count.label)
-            if not labels:
-                continue
             keys = list(labels)
             scores = path_similarities(self.context.scorer, query,
                                        [(*_labels(candidate.pattern), readable_relation(labels[k])) for k in keys])
-            best = max(range(len(keys)), key=lambda i: float(scores[i]))
-            relation, direction = keys[best]
-            reached: Counter = Counter()
-            steps: dict[str, Step] = {}
-            for node in candidate.answers[: self.config["max_frontier"]]:
-                for target in self.kg.neighbors(node.id, relation, direction, limit=self.config["max_frontier"]):
-                    if target.id not in topics:
-                        triple = Triple(node, relation, target) if direction == OUT else Triple(target, relation, node)
-                        reached[target] += 1
-                        steps.setdefault(node.id, Step(triple, direction == OUT))
-            examples = tuple(Path(e.steps + (steps[e.end.id],)) for e in candidate.examples if e.end.id in steps)
-            if not reached or not examples:
-                continue
-            pattern = candidate.pattern + (_walked(relation, direction),)
-            answers = tuple(n for n, _c in reached.most_common(self.config["max_frontier"]))
-            grown.append(Candidate(pattern, examples, answers, len(pattern), float(scores[best]), "expansion"))
+            on_path = topics | {n.id for e in candidate.examples for n in [e.start] + [s.target for s in e.steps]}
+            for index in sorted(range(len(keys)), key=lambda i: -float(scores[i])):
+                extension = self._extend(candidate, keys[index], on_path, float(scores[index]))
+                if extension is not None:
+                    grown.append(extension)
+                    break
         return grown
+
+    def _extend(self, candidate: Candidate, key: tuple[str, str], on_path: set[str] | frozenset[str],
+                score: float) -> Candidate | None:
+        """``candidate`` one hop longer along ``key``, or None when that reaches nothing new."""
+        relation, direction = key
+        reached: Counter = Counter()
+        steps: dict[str, Step] = {}
+        for node in candidate.answers[: self.config["max_frontier"]]:
+            for target in self.kg.neighbors(node.id, relation, direction, limit=self.config["max_frontier"]):
+                if target.id not in on_path:
+                    triple = Triple(node, relation, target) if direction == OUT else Triple(target, relation, node)
+                    reached[target] += 1
+                    steps.setdefault(node.id, Step(triple, direction == OUT))
+        examples = tuple(Path(e.steps + (steps[e.end.id],)) for e in candidate.examples if e.end.id in steps)
+        if not reached or not examples:
+            return None
+        pattern = candidate.pattern + (_walked(relation, direction),)
+        answers = tuple(n for n, _c in reached.most_common(self.config["max_frontier"]))
+        return Candidate(pattern, examples, answers, len(pattern), score, "expansion")
 
     # -------------------------------------------------------------- pruning and the check
     def _stage(self, question: str, split: str, label: str, candidates: list[Candidate], chain: list[Node],
