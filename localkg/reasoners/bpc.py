@@ -97,6 +97,7 @@ class BoundedPathContext(Reasoner):
         "answer_paths": 8,        # paths shown to answer extraction
         "max_tails": 100,         # ends fetched per relation (the first `width` become beams)
         "answer_weight": 0.5,     # exponent of the model's probability against the path relevance
+        "depth_penalty": 0.05,    # a relation must beat the current chain's relevance by this to rank above STOP
         "temperature": 0.05,
         "relation_filter": DEFAULT_RELATION_FILTER,
     }
@@ -138,10 +139,12 @@ class BoundedPathContext(Reasoner):
         ranked = rank_moves(self.context.scorer, query, moves, taken=representative.moves)
         shown = ranked[: self.config["relation_cap"]]
         hidden = len(ranked) - len(shown)
-        options = [move_option(representative.current, move) for move, _ in shown]
-        can_stop = bool(representative.path.steps)
-        if can_stop:
-            options.append(prompts.render(PROMPTS, "stop", entity=representative.current.display))
+        choices: list[tuple[Move, float] | None] = list(shown)  # None is STOP
+        if representative.path.steps:  # STOP follows the relations whose chain beats this one by depth_penalty
+            choices.insert(sum(1 for _, relevance in shown
+                               if relevance > representative.relevance + self.config["depth_penalty"]), None)
+        options = [prompts.render(PROMPTS, "stop", entity=representative.current.display) if choice is None
+                   else move_option(representative.current, choice[0]) for choice in choices]
         prompt = prompts.render(PROMPTS, "select", question=question,
                                 history=render_history(representative.path, self.config["K"]),
                                 entity=representative.current.display,
@@ -150,14 +153,14 @@ class BoundedPathContext(Reasoner):
                            allow_none=True, notes=notes)
         if picks is None:  # the call failed: follow the most relevant relation
             picks = [0]
-        if not picks or (can_stop and len(shown) in picks):
+        if not picks or any(choices[i] is None for i in picks):
             notes.append(f"depth {depth}: {'STOP' if picks else 'no relation picked'} at "
                          f"{representative.current.display}; beam finished")
             return [], []
         beamed: list[Beam] = []
         ends: list[Beam] = []
         for index in picks:
-            move, relevance = shown[index]
+            move, relevance = choices[index]  # type: ignore[misc]  (STOP was handled above)
             for beam in siblings:
                 on_path = {beam.start.id} | {step.target.id for step in beam.path.steps}
                 children = [Beam(beam.start, Path(beam.path.steps + path.steps), beam.moves + (move,), relevance)
@@ -166,7 +169,7 @@ class BoundedPathContext(Reasoner):
                 ends.extend(children)
                 beamed.extend(children[: self.config["width"]])
         notes.append(f"depth {depth}: from {representative.current.display} follow "
-                     + ", ".join(str(shown[i][0]) for i in picks))
+                     + ", ".join(str(choices[i][0]) for i in picks))  # type: ignore[index]
         return beamed, ends
 
     # ------------------------------------------------------------------ answer extraction
