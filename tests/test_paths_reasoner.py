@@ -144,7 +144,7 @@ def test_real_model_answers_a_one_hop_question(metaqa_kg, llm, scorer):
 
 def test_path_summary_is_shown_to_the_sufficiency_check(films, scorer):
     llm = ScriptedLLM({"analyse": [{"split_questions": [], "depth": 1}], "sufficient": [True],
-                       "summary": ["Top Hat was directed by Mark Sandrich."]})
+                       "summary": [{"summary": "Top Hat was directed by Mark Sandrich."}]})
     result = reasoner(films, llm, scorer, summary_tokens=24).answer("who directed Top Hat", ["Top Hat"])
     steps = [c["step"] for c in result.llm_calls]
     assert steps.index("summary") < steps.index("sufficient")

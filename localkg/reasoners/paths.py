@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from localkg import prompts
-from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import path_similarities, rank_relation_paths, readable_relation
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, ask_yes_no, relation_filter, without_mentions
@@ -340,12 +339,13 @@ class PathsReasoner(Reasoner):
         selected = self._precise_selection(question, split, reduced, notes)
         paths_text = bulleted([c.render() for c in selected])
         if self.config["summary_tokens"] > 0:
-            try:
-                summary = self.llm.generate(prompts.render(PROMPTS, "summary", question=question, paths=paths_text),
-                                            step="summary", max_tokens=self.config["summary_tokens"], stop=["\n"])
-                paths_text += f"\nSummary: {summary.strip()}"
-            except LocalKGError as error:
-                notes.append(f"summary: model call failed ({error}); the paths are shown as they are")
+            schema = {"type": "object", "properties": {"summary": {"type": "string", "maxLength": 160}},
+                      "required": ["summary"]}
+            value = model_json(self.llm, prompts.render(PROMPTS, "summary", question=question, paths=paths_text),
+                               schema, step="summary", max_tokens=self.config["summary_tokens"], notes=notes)
+            summary = value.get("summary")
+            if isinstance(summary, str) and summary.strip():
+                paths_text += f"\nSummary: {' '.join(summary.split())}"
         sufficient, p_yes = ask_yes_no(self.llm, prompts.render(PROMPTS, "sufficient", question=question,
                                                                   split=split, paths=paths_text),
                                          step="sufficient", notes=notes)
