@@ -145,10 +145,15 @@ def without_mentions(question: str, names: Iterable[str]) -> str:
 
 
 def chain_words(moves: Sequence[Move]) -> str:
-    """The relation words of a chain of moves, each relation once: walking ``directed_by`` out and
-    back ("films that share a director") reads ``directed by``, so it matches a question no better
-    than the single hop it repeats."""
-    return " ".join(dict.fromkeys(move.words for move in moves))
+    """The relation words of a chain of moves. A move that walks the previous one back reads
+    ``same ...``: ``directed by same directed by`` matches "films that share the director of X"
+    (0.81 against 0.64 for ``directed by``) but not "who directed X" (0.69 against 0.82), where
+    the bare repetition ``directed by directed by`` would beat the single hop for both."""
+    words: list[str] = []
+    for position, move in enumerate(moves):
+        walks_back = position > 0 and move.steps == moves[position - 1].reverse().steps
+        words.append(f"same {move.words}" if walks_back else move.words)
+    return " ".join(words)
 
 
 def rank_moves(scorer: Any, query: str, moves: Sequence[Move], taken: Sequence[Move] = ()) -> list[tuple[Move, float]]:
