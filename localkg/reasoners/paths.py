@@ -47,6 +47,7 @@ from localkg.reasoners.plan import bulleted, model_choice, model_json, string_li
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
 
 PROMPTS = "paths"
+EXAMPLES = 5  # example paths kept per candidate (evidence)
 ANSWER_MARK = "?"
 
 
@@ -224,7 +225,7 @@ class PathsReasoner(Reasoner):
     def _paths_from(self, start: Node, depth: int, question: str, topics: frozenset[str]) -> list[Candidate]:
         ranked = rank_relation_paths(self.kg, self.context.scorer, question, start.id, max_depth=depth,
                                      beam=self.config["fuzzy_width"], max_frontier=self.config["max_frontier"],
-                                     depth_penalty=0.0)
+                                     depth_penalty=0.0, examples=EXAMPLES)
         candidates = []
         keep = relation_filter(self.config["relation_filter"])
         for path in ranked:
@@ -260,9 +261,12 @@ class PathsReasoner(Reasoner):
         candidates = []
         for (pattern, index), score in zip(keys, scores):
             paths = groups[(pattern, index)]
-            counts = Counter(([path.start] + [s.target for s in path.steps])[index] for path in paths)
-            answers = tuple(node for node, _n in counts.most_common(self.config["max_frontier"]))
-            candidates.append(Candidate(pattern, tuple(paths[:3]), answers, index, float(score), origin))
+            at_answer = [([path.start] + [s.target for s in path.steps])[index] for path in paths]
+            answers = tuple(node for node, _n in Counter(at_answer).most_common(self.config["max_frontier"]))
+            # one example path per answer (parallel edges would otherwise repeat the first answer)
+            first_path = {node.id: path for node, path in reversed(list(zip(at_answer, paths)))}
+            examples = tuple(first_path[node.id] for node in answers[:EXAMPLES])
+            candidates.append(Candidate(pattern, examples, answers, index, float(score), origin))
         return merge_parallel(candidates)
 
     def supplement_paths(self, question: str, chain: list[Node], query: str, notes: list[str]) -> list[Candidate]:
@@ -386,7 +390,7 @@ class PathsReasoner(Reasoner):
         answers = [n for n in best.answers if n.id not in topics][: self.config["max_answers"]]
         count = len(answers)
         result.answers = [Answer(n.id, n.display, round(1.0 - i / max(count, 1), 4)) for i, n in enumerate(answers)]
-        result.evidence = [path for candidate in stage.selected for path in candidate.examples[:2]]
+        result.evidence = list(best.examples) + [path for other in stage.selected[1:] for path in other.examples[:1]]
 
     def _node(self, entity: str) -> Node:
         record = self.kg.node(entity)
