@@ -104,6 +104,7 @@ class Context:
     _llm: Any = None
     _scorer: Any = None
     _linker: Any = None
+    _llm_calls_before: int = 0
 
     @property
     def llm(self) -> "LLM":
@@ -114,6 +115,8 @@ class Context:
                 self._llm = LLM()
             else:
                 self._llm = self.llm_factory()
+            # A factory may hand back a shared model that has already answered other questions.
+            self._llm_calls_before = len(self._llm.calls)
         return self._llm
 
     @property
@@ -197,14 +200,17 @@ class Reasoner(ABC):
         candidates = self.context.linker.link(question, k=1)
         return [candidates[0].id] if candidates else []
 
-    def _llm_mark(self) -> int:
+    def _llm_mark(self) -> int | None:
         llm = self.context._llm
-        return len(llm.calls) if llm is not None else 0
+        return len(llm.calls) if llm is not None else None
 
-    def _llm_calls_since(self, mark: int) -> list[dict[str, Any]]:
+    def _llm_calls_since(self, mark: int | None) -> list[dict[str, Any]]:
+        """Calls made for this question; ``mark`` is None when the model was first built during it."""
         llm = self.context._llm
         if llm is None:
             return []
+        if mark is None:
+            mark = self.context._llm_calls_before
         return [call.to_json() if hasattr(call, "to_json") else dict(call) for call in llm.calls[mark:]]
 
     @abstractmethod
