@@ -101,7 +101,7 @@ def test_chain_scores_multiply_and_search_stops_when_sufficient(demo_kg, scorer)
     llm = ScriptedLLM({"classify": [True], "sufficient": [True]})
     result = dtkg(demo_kg, scorer, llm, d_max=3, max_expansions=6).answer(QUESTION, ["Top Hat"])
     assert [c.step for c in llm.calls].count("sufficient") == 1
-    assert "chain: the model judged the path sufficient; search stopped" in result.notes
+    assert "chain: P(sufficient)=1.00; search stopped" in result.notes
     assert result.answers and all(demo_kg.has_node(a.id) for a in result.answers)
     assert result.evidence and result.evidence[0].start.id == "Top Hat"
 

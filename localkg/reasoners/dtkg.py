@@ -119,6 +119,7 @@ class DTKGReasoner(Reasoner):
         "max_facts": 2,
         "max_answers": 5,
         "early_stop": True,
+        "sufficient_p": 0.7,       # P(yes) that stops the search (see docs/reasoners.md: measured)
     }
 
     # ------------------------------------------------------------------ routing
@@ -268,13 +269,15 @@ class DTKGReasoner(Reasoner):
         return ChainPath(path.steps + (key,), path.score * score, list(ends.values()), example)
 
     def sufficient(self, question: str, path: ChainPath, result: Result) -> bool:
+        """The early-stop judgement: P(yes) of "do these paths answer the question?" at least
+        ``sufficient_p``."""
         prompt = prompts.render(PROMPTS, "sufficient", question=question, paths=self._describe([path]))
         try:
-            enough, _p = self.llm.yes_no(prompt, step="sufficient")
+            _answer, p_yes = self.llm.yes_no(prompt, step="sufficient")
         except LocalKGError:
             return False
-        if enough:
-            result.notes.append("chain: the model judged the path sufficient; search stopped")
+        enough = p_yes >= self.config["sufficient_p"]
+        result.notes.append(f"chain: P(sufficient)={p_yes:.2f}" + ("; search stopped" if enough else ""))
         return enough
 
     def _describe(self, paths: Sequence[ChainPath], ends_shown: int = 5) -> str:
