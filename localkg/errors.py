@@ -91,8 +91,10 @@ class IndexBuildError(LocalKGError):
 class IndexMismatchError(LocalKGError):
     """An index was built with another embedding model than the one asked to search it."""
 
+
 class TrainingDataError(LocalKGError):
     """Questions given for training a scorer carry no usable supervision (no gold path, no example)."""
+
 
 class CheckpointError(LocalKGError):
     """A trained-scorer checkpoint is missing, damaged, or was made with another encoder."""
