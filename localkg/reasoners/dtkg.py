@@ -41,7 +41,7 @@ from localkg import prompts
 from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import readable_relation, split_answers
-from localkg.reasoners.plan import without_mentions
+from localkg.reasoners.common import DEFAULT_RELATION_FILTER, relation_filter, triple_words, without_mentions
 from localkg.store.model import IN, OUT, Node, Path, Step, Triple
 
 PROMPTS = "dtkg"
@@ -61,10 +61,6 @@ def relation_label_words(label: str) -> list[str]:
 def is_administrative(label: str) -> bool:
     """The denoiser's label rule: an ID/source/version/metadata relation carries no reasoning."""
     return any(word in INVALID_RELATION_WORDS for word in relation_label_words(label))
-
-
-def verbalise(triple: Triple) -> str:
-    return f"{triple.head.display} {readable_relation(triple.relation)} {triple.tail.display}"
 
 
 def render_triple(triple: Triple) -> str:
@@ -120,6 +116,7 @@ class DTKGReasoner(Reasoner):
         "max_answers": 5,
         "early_stop": True,
         "sufficient_p": 0.7,       # P(yes) that stops the search (see docs/reasoners.md: measured)
+        "relation_filter": DEFAULT_RELATION_FILTER,
     }
 
     # ------------------------------------------------------------------ routing
@@ -216,9 +213,10 @@ class DTKGReasoner(Reasoner):
     def extend(self, question: str, query: str, path: ChainPath, result: Result) -> list[ChainPath]:
         """Children of ``path``: its end nodes' relations, denoised and scored, best first."""
         candidates: dict[tuple[str, str], str] = {}
+        allowed = relation_filter(self.config["relation_filter"])
         for node in path.ends[:int(self.config["end_nodes"])]:
             for count in self.kg.relations(node.id):
-                if not is_administrative(count.label):
+                if allowed(count.relation) and not is_administrative(count.label):
                     candidates.setdefault((count.relation, count.direction), count.label)
         if not candidates:
             return []
@@ -378,10 +376,12 @@ class DTKGReasoner(Reasoner):
     def check_fact(self, question: str, fact: str, subject: Node, result: Result) -> FactCheck:
         """Rank the subject's triples against the fact (denoised, two-stage), then verify or rewrite."""
         check = FactCheck(fact=fact, subject=subject)
-        triples = [t for t in self.kg.triples(subject.id, limit=500) if not is_administrative(t.relation)]
+        allowed = relation_filter(self.config["relation_filter"])
+        triples = [t for t in self.kg.triples(subject.id, limit=500)
+                   if allowed(t.relation) and not is_administrative(t.relation)]
         if not triples:
             return check
-        texts = [verbalise(t) for t in triples]
+        texts = [triple_words(t) for t in triples]
         scored = self.hybrid_scores(fact, texts, prompts.render(PROMPTS, "rerank_triple", fact=fact),
                                     "rerank_triple", result)
         labels = list(dict.fromkeys(triples[i].relation for i, _s in scored[:int(self.config["necessity_k"])]))

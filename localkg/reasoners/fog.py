@@ -50,7 +50,7 @@ from localkg.errors import LocalKGError
 from localkg.fog.features import TripleKey, bfs_levels, triple_key
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.plan import without_mentions
+from localkg.reasoners.common import DEFAULT_RELATION_FILTER, relation_filter, without_mentions
 from localkg.store.model import Node, Path, Step, Triple
 
 PROMPTS = "fog"
@@ -100,6 +100,7 @@ class FoGReasoner(Reasoner):
         "max_selected": 5,
         "max_answers": 5,
         "device": "",
+        "relation_filter": DEFAULT_RELATION_FILTER,
     }
 
     def __init__(self, context: Any, **overrides: Any):
@@ -224,13 +225,14 @@ class FoGReasoner(Reasoner):
         """Layered BFS from ``seeds``: keep incident triples whose initial score exceeds ``tau_e``."""
         expansion = Expansion(levels={node_id: 0 for node_id in seeds})
         kept: set[TripleKey] = set()
+        allowed = relation_filter(self.config["relation_filter"])
         frontier = list(seeds.values())
         for layer in range(1, int(self.config["hops"]) + 1):
             candidates: dict[TripleKey, Triple] = {}
             for node in frontier:
                 for triple in self.kg.triples(node.id, limit=int(self.config["triples_per_node"])):
                     key = triple_key(triple)
-                    if key not in excluded and key not in kept:
+                    if key not in excluded and key not in kept and allowed(triple.relation):
                         candidates.setdefault(key, triple)
             if not candidates:
                 break
