@@ -113,3 +113,14 @@ def test_real_model_answers_a_one_hop_question(metaqa_kg, llm, scorer):
     steps = [call["step"] for call in result.llm_calls]
     assert steps[0] == "plan" and "relations" in steps and "answer" in steps
     assert all(call["prompt_tokens"] > 0 for call in result.llm_calls)
+
+
+def test_without_a_sufficient_depth_the_best_matching_path_answers(tmp_path, scorer):
+    kg = KG.create(tmp_path / "db")
+    kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich"), ("Mark Sandrich", "born_in", "New York"),
+                    ("New York", "in_country", "United States")])
+    llm = scripted({"answer": False, "reflect": False})
+    result = reasoner(kg, llm, scorer, max_depth=3).answer("who directed Top Hat", ["Top Hat"])
+    assert any(n.startswith("no depth was judged sufficient; answered from depth 1") for n in result.notes)
+    assert [a.name for a in result.answers] == ["Mark Sandrich"]
+    kg.close()

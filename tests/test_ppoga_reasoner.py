@@ -129,3 +129,14 @@ def test_real_model_runs_one_step_cycle(metaqa_kg, llm, scorer):
     assert any(n.startswith("plan: ") for n in result.notes)
     # one step from the actor: every answer is a node one fact away from him
     assert result.answers and all(len(path) == 1 and path.start.id == "Temuera Morrison" for path in result.evidence)
+
+
+def test_without_a_direct_answer_the_best_matching_observation_answers(tmp_path, scorer):
+    kg = KG.create(tmp_path / "db")
+    kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich"), ("Mark Sandrich", "born_in", "New York"),
+                    ("New York", "in_country", "United States")])
+    llm = scripted({"plan": [PLAN], "think": [decision("PROCEED")] * 3})
+    result = ppoga(kg, llm, scorer).answer("who directed Top Hat", ["Top Hat"])
+    assert any(n.startswith("the planner found no direct answer; answered from observation 1") for n in result.notes)
+    assert [a.name for a in result.answers] == ["Mark Sandrich"]
+    kg.close()

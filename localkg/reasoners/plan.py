@@ -20,8 +20,9 @@ Adaptations for a small local model (docs/reasoners.md lists them):
   each sub-objective) instead of being rewritten by the model each depth;
 * answers are read off the graph: the entities the sufficient depth reached,
   those reached from more frontier entities and those the model kept first.
-  When no depth is judged sufficient, the depth the model found most
-  sufficient (highest P(yes)) answers.
+  When no depth is judged sufficient, the depth whose path best matches the
+  question (embed-path's score) answers: the small model's P(yes) hardly
+  differs between depths (0.39–0.43 for a right and a wrong depth alike).
 
 :class:`GraphExplorer` is one depth of this exploration; PPoGA's executor uses it.
 """
@@ -104,6 +105,16 @@ def path_to(node_id: str, via: dict[str, Step], limit: int = 8) -> Path:
 def path_labels(node_id: str, via: dict[str, Step]) -> tuple[str, ...]:
     """The relation words of the path that reached ``node_id`` (none for a topic entity)."""
     return tuple(readable_relation(step.triple.relation) for step in path_to(node_id, via).steps)
+
+
+def path_match(scorer: Any, query: str, path: Path, depth_penalty: float = 0.05) -> float:
+    """How well a walked path's relations match the question: embed-path's score (the similarity of
+    the relation path, minus ``depth_penalty`` per hop beyond the first). The graph side's say
+    on which of several explored depths answers, when the model cannot tell them apart."""
+    if not path.steps:
+        return float("-inf")
+    labels = tuple(readable_relation(step.triple.relation) for step in path.steps)
+    return float(path_similarities(scorer, query, [labels])[0]) - depth_penalty * (len(labels) - 1)
 
 
 def bulleted(lines: Sequence[str], empty: str = "(none yet)") -> str:
@@ -271,10 +282,12 @@ def _is_number(node: Node) -> bool:
 # ------------------------------------------------------------------ the reasoner
 @dataclass
 class _Depth:
-    """One explored depth: how sufficient the model found it, and what it reached."""
+    """One explored depth: how sufficient the model found it, how well the path to its best
+    entity matches the question, and what it reached."""
 
     depth: int
     p_yes: float
+    match: float
     reached: list[Node]
     via: dict[str, Step]
 
@@ -337,9 +350,10 @@ class PlanReasoner(Reasoner):
                 seen.setdefault(node.id, node)
                 visited.add(node.id)
             sufficient, p_yes = self._sufficient(question, objectives_text, found, notes)
-            depths.append(_Depth(depth, p_yes, found.reached, dict(via)))
+            match = path_match(self.context.scorer, query, path_to(found.reached[0].id, via))
+            depths.append(_Depth(depth, p_yes, match, found.reached, dict(via)))
+            notes.append(f"depth {depth}: sufficient={sufficient} (P(yes)={p_yes:.2f}); path match {match:.2f}")
             if sufficient:
-                notes.append(f"depth {depth}: the model judged the facts sufficient (P(yes)={p_yes:.2f})")
                 self._answer(result, depths[-1])
                 return
             frontier = list(found.kept)
@@ -348,9 +362,9 @@ class PlanReasoner(Reasoner):
         if not depths:
             notes.append("no answer found: the exploration reached no entity")
             return
-        best = max(depths, key=lambda d: d.p_yes)
-        notes.append(f"no depth was judged sufficient; answered from depth {best.depth}, which the model found "
-                     f"most sufficient (P(yes)={best.p_yes:.2f})")
+        best = max(depths, key=lambda d: d.match)
+        notes.append(f"no depth was judged sufficient; answered from depth {best.depth}, whose path best matches "
+                     f"the question ({best.match:.2f})")
         self._answer(result, best)
 
     # -------------------------------------------------------------- steps

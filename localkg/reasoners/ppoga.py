@@ -28,7 +28,11 @@ knowledge layer reached but never expanded.
 When the model's output is unusable, graph-side rules decide: a missing plan
 becomes a generic three-step plan, a missing decision is PROCEED when the step
 found something and CORRECT_PATH when it found nothing (as is a PROCEED or
-FINISH on an empty observation).
+FINISH on an empty observation). The answer is the observation of the step where
+the planner found it; when it found none (the paper's final answer is model
+text), the observation whose path best matches the question (embed-path's
+score) — a 270M planner PROCEEDs through every step of its plan, so the last
+observation is mostly a step too far.
 """
 from __future__ import annotations
 
@@ -39,7 +43,15 @@ from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, triple_words, without_mentions
 from localkg.reasoners.plan import PROMPTS as EXPLORATION_PROMPTS
-from localkg.reasoners.plan import Exploration, GraphExplorer, bulleted, model_json, path_to, string_list
+from localkg.reasoners.plan import (
+    Exploration,
+    GraphExplorer,
+    bulleted,
+    model_json,
+    path_match,
+    path_to,
+    string_list,
+)
 from localkg.store.model import Node, Step, Triple
 
 PROMPTS = "ppoga"
@@ -138,7 +150,8 @@ class PPoGAReasoner(Reasoner):
         strategic = StrategicMemory(question, self.make_plan(question, topic_nodes, knowledge, None, notes))
         cycle = StepCycleMemory()
         frontier = list(topic_nodes)
-        answer_from: Exploration | None = None     # the observation the answer is read from
+        answer_from: Exploration | None = None     # the observation where the planner found the answer
+        observations: list[Exploration] = []      # every step's non-empty observation (knowledge layer)
         for iteration in range(1, self.config["max_iterations"] + 1):
             step = strategic.plan[cycle.index]
             step.status = "in progress"
@@ -158,8 +171,9 @@ class PPoGAReasoner(Reasoner):
                          f"{' (answer found)' if found_answer else ''}")
             if not found.empty:
                 knowledge.chain.append(f"{step.objective}: {', '.join(n.display for n in found.kept)}")
-                answer_from = found if found_answer or action in (PROCEED, FINISH) or answer_from is None \
-                    else answer_from
+                observations.append(found)
+                if found_answer:
+                    answer_from = found
             if action == CORRECT_PATH and cycle.attempts > self.config["max_path_corrections"]:
                 notes.append(f"step {cycle.index + 1} failed {cycle.attempts} times; the plan is judged wrong")
                 action = REPLAN
@@ -190,6 +204,13 @@ class PPoGAReasoner(Reasoner):
         executor_calls = sum(1 for call in self.llm.calls[calls_before:] if call.step.startswith(EXECUTOR))
         notes.append(f"LLM calls: {len(self.llm.calls) - calls_before - executor_calls} planner, "
                      f"{executor_calls} executor; re-plans: {strategic.replans}")
+        if answer_from is None and observations:
+            matches = [path_match(self.context.scorer, query, path_to(o.reached[0].id, knowledge.via))
+                       for o in observations]
+            best = max(range(len(observations)), key=lambda i: matches[i])
+            answer_from = observations[best]
+            notes.append(f"the planner found no direct answer; answered from observation {best + 1}, whose path "
+                         f"best matches the question ({matches[best]:.2f})")
         if answer_from is None:
             notes.append("no answer found: no step reached any entity")
             return
