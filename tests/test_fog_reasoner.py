@@ -57,7 +57,7 @@ def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer
     llm = ScriptedLLM()
     reasoner = fog(demo_kg, scorer, llm, llm_triples=30)
     reasoner.triple_scorer = lambda question, topics: FixedScores()
-    expansion = reasoner.expand(FixedScores(), [QUESTION], {"Top Hat": reasoner._node("Top Hat")}, excluded=set())
+    expansion = reasoner.expand(FixedScores(), [QUESTION], {"Top Hat": reasoner._node("Top Hat")}, [], excluded=set())
     assert expansion.triples and not any(t.relation == "has_tags" for t in expansion.triples)  # 0.05 < tau_e
     result = reasoner.answer(QUESTION, ["Top Hat"])
     shown = shown_triples(llm.calls[0].prompt)

@@ -158,13 +158,10 @@ class FoGReasoner(Reasoner):
         last: tuple[Expansion, dict[TripleKey, float]] | None = None
         for round_number in range(1, int(self.config["rounds"]) + 1):
             questions = [question, *sub_questions]
-            seeds = dict(sources)
-            for triple in memory.values():
-                seeds.setdefault(triple.head.id, triple.head)
-                seeds.setdefault(triple.tail.id, triple.tail)
-            expansion = self.expand(scorer, questions, seeds, excluded=set(memory) | masked)
-            refined = dict(zip((triple_key(t) for t in expansion.triples),
-                               map(float, scorer.refined(questions, expansion.triples, expansion.levels))))
+            expansion = self.expand(scorer, questions, sources, list(memory.values()), excluded=set(memory) | masked)
+            scored = list(memory.values()) + expansion.triples
+            refined = dict(zip((triple_key(t) for t in scored),
+                               map(float, scorer.refined(questions, scored, expansion.levels))))
             last = (expansion, refined)
             potential = sorted((t for t in expansion.triples if refined[triple_key(t)] >= self.config["tau_p"]),
                                key=lambda t: -refined[triple_key(t)])[:int(self.config["llm_triples"])]
@@ -220,13 +217,17 @@ class FoGReasoner(Reasoner):
         result.notes.append(f"sub-questions: {subs}")
         return subs
 
-    def expand(self, scorer: TripleScorer, questions: list[str], seeds: dict[str, Node],
+    def expand(self, scorer: TripleScorer, questions: list[str], sources: dict[str, Node], memory: list[Triple],
                excluded: set[TripleKey]) -> Expansion:
-        """Layered BFS from ``seeds``: keep incident triples whose initial score exceeds ``tau_e``."""
-        expansion = Expansion(levels={node_id: 0 for node_id in seeds})
+        """Layered BFS from the sources and the memory's nodes (at their distance from the sources):
+        keep incident triples whose initial score exceeds ``tau_e``. ``levels`` cover the memory too,
+        so the refined pass sees the memory paths the new triples continue."""
+        expansion = Expansion(levels=bfs_levels(set(sources), memory))
         kept: set[TripleKey] = set()
         allowed = relation_filter(self.config["relation_filter"])
-        frontier = list(seeds.values())
+        frontier = list(sources.values()) + [node for t in memory for node in (t.head, t.tail)
+                                              if node.id not in sources]
+        frontier = list({node.id: node for node in frontier}.values())
         for layer in range(1, int(self.config["hops"]) + 1):
             candidates: dict[TripleKey, Triple] = {}
             for node in frontier:
@@ -239,8 +240,9 @@ class FoGReasoner(Reasoner):
             triples = list(candidates.values())
             levels = dict(expansion.levels)
             for triple in triples:
+                near = min(expansion.levels.get(triple.head.id, layer), expansion.levels.get(triple.tail.id, layer))
                 for end in (triple.head.id, triple.tail.id):
-                    levels.setdefault(end, layer)
+                    levels.setdefault(end, near + 1)
             scores = scorer.initial(questions, triples, levels)
             expansion.scored += len(triples)
             order = [i for i in np.argsort(-scores, kind="stable") if scores[i] > self.config["tau_e"]]
@@ -253,7 +255,7 @@ class FoGReasoner(Reasoner):
                 expansion.initial.append(float(scores[index]))
                 for end in (triple.head, triple.tail):
                     if end.id not in expansion.levels:
-                        expansion.levels[end.id] = layer
+                        expansion.levels[end.id] = levels[end.id]
                         reached[end.id] = end
             frontier = list(reached.values())[:int(self.config["frontier"])]  # best incoming score first
             if not frontier:
