@@ -157,7 +157,7 @@ class Reasoner(ABC):
             raise LocalKGError(f"{self.name} has no setting {', '.join(sorted(unknown))}; "
                                f"settings: {', '.join(sorted(self.defaults))}")
         self.context = context
-        self.config = {**self.defaults, **{k: _coerce(self.defaults[k], v) for k, v in overrides.items()}}
+        self.config = {**self.defaults, **{k: _coerce(self.defaults[k], v, k) for k, v in overrides.items()}}
 
     @property
     def kg(self) -> KG:
@@ -218,17 +218,28 @@ class Reasoner(ABC):
         """Fill ``result.answers``, ``result.evidence`` and ``result.notes`` for known topic entities."""
 
 
-def _coerce(default: Any, value: Any) -> Any:
-    """Turn ``--set key=value`` strings into the type of the default."""
+def _coerce(default: Any, value: Any, key: str = "") -> Any:
+    """Turn ``--set key=value`` strings into the type of the default; a value that does not read
+    as that type is refused (a typo such as ``skip_reverse=ture`` must not silently mean False)."""
     if not isinstance(value, str) or isinstance(default, str) or default is None:
         return value
+    text = value.strip().lower()
     if isinstance(default, bool):
-        return value.lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(value)
-    if isinstance(default, float):
-        return float(value)
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise LocalKGError(f"setting {key}: expected true or false, got {value!r}")
+    try:
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        raise LocalKGError(f"setting {key}: expected {type(default).__name__}, got {value!r}") from None
     return value
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 REGISTRY: dict[str, type[Reasoner]] = {}

@@ -1,0 +1,100 @@
+"""The reasoner interface every method shares: the registry, settings from ``--set``, and the
+promise that no reasoner raises for an unknown entity, an empty graph or a model that says nothing
+useful (the result then says why it has no answer)."""
+from __future__ import annotations
+
+import pytest
+
+from localkg.errors import LocalKGError
+from localkg.llm import ScriptedLLM
+from localkg.reasoners.base import REGISTRY, Context, Result, get_reasoner
+from localkg.store import KG
+
+EXPECTED = {"io", "cot", "embed-path", "tog", "bpc", "paths", "plan", "ppoga", "fog", "dtkg"}
+QUESTION = "who directed [Top Hat]"
+
+
+def build(name: str, kg: KG, scorer, llm: ScriptedLLM, **settings):
+    context = Context(kg, llm_factory=lambda: llm, scorer_factory=lambda: scorer)
+    return get_reasoner(name)(context, **settings)
+
+
+def test_every_reasoner_is_registered_by_its_name():
+    get_reasoner("tog")  # imports every reasoner module
+    assert EXPECTED <= set(REGISTRY)
+    for name, cls in REGISTRY.items():
+        assert cls.name == name
+
+
+def test_an_unknown_reasoner_names_the_available_ones():
+    with pytest.raises(LocalKGError, match="available: .*tog"):
+        get_reasoner("think-harder")
+
+
+def test_settings_from_the_command_line_take_the_type_of_the_default(demo_kg, scorer):
+    reasoner = build("tog", demo_kg, scorer, ScriptedLLM(), width="5", temperature="0.1",
+                     skip_reverse="no", prune="llm")
+    assert reasoner.config["width"] == 5 and reasoner.config["temperature"] == 0.1
+    assert reasoner.config["skip_reverse"] is False and reasoner.config["prune"] == "llm"
+    assert get_reasoner("tog").defaults["width"] == 3  # overrides never leak into the defaults
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"widht": "5"}, "no setting widht"),
+    ({"width": "three"}, "width: expected int"),
+    ({"temperature": "warm"}, "temperature: expected float"),
+    ({"skip_reverse": "ture"}, "skip_reverse: expected true or false"),
+])
+def test_bad_settings_are_refused_with_a_clear_error(demo_kg, scorer, settings, message):
+    with pytest.raises(LocalKGError, match=message):
+        build("tog", demo_kg, scorer, ScriptedLLM(), **settings)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_an_unknown_entity_gives_no_answer_with_the_reason(name, demo_kg, scorer):
+    result = build(name, demo_kg, scorer, ScriptedLLM()).answer(QUESTION, ["No Such Film"])
+    assert isinstance(result, Result)
+    if name in ("io", "cot"):  # the model alone: answers without the graph
+        return
+    assert result.answers == []
+    assert any(note.startswith("no answer found") for note in result.notes)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_an_empty_graph_gives_no_answer_with_the_reason(name, tmp_path, scorer):
+    kg = KG.create(tmp_path / "empty")
+    try:
+        result = build(name, kg, scorer, ScriptedLLM()).answer(QUESTION, ["Top Hat"])
+    finally:
+        kg.close()
+    if name not in ("io", "cot"):
+        assert result.answers == []
+        assert any(note.startswith("no answer found") for note in result.notes)
+
+
+def useless_model(step: str, prompt: str, options: list[str] | None):
+    """A model with nothing useful to say: JSON objects without any expected key, blank text, "no"
+    to every yes/no question, and no preference among options (the grammars rule out unparseable
+    picks and scores, so "useless" is the worst a real model can return)."""
+    if options is not None:
+        return None
+    if prompt.endswith("Reply with JSON only.\nAnswer:"):
+        return {"unexpected": "shape"}
+    if prompt.endswith("Reply yes or no.\nAnswer:"):
+        return False
+    return "   "
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_unusable_model_outputs_never_raise_and_the_trace_is_complete(name, demo_kg, scorer):
+    llm = ScriptedLLM(useless_model)
+    result = build(name, demo_kg, scorer, llm).answer(QUESTION, ["Top Hat"])
+    assert result.topic_entities == ["Top Hat"]
+    assert len(result.llm_calls) == len(llm.calls)  # every call this question made is in its trace
+    assert result.answered or any(note.startswith("no answer found") for note in result.notes)
+    shape = result.to_json()
+    assert {"question", "answers", "evidence", "llm_calls", "prompt_tokens", "completion_tokens",
+            "seconds", "trace"} <= set(shape)
+    assert shape["llm_calls"] == len(shape["trace"]["llm"])
+    if REGISTRY[name].uses_llm is False:
+        assert result.llm_calls == []
