@@ -21,6 +21,7 @@ from tqdm import tqdm
 from localkg.errors import IndexBuildError, IndexMismatchError, IndexMissingError
 from localkg.indexes import fulltext
 from localkg.indexes.embedding import DEFAULT_MODEL_NAME, Embedder
+from localkg.indexes.label_table import build_label_table
 from localkg.indexes.vector_index import IndexMeta, VectorIndex, choose_index_type, training_size
 from localkg.store import schema
 from localkg.store.kg import KG
@@ -77,13 +78,14 @@ def embedder_for(index: VectorIndex) -> Embedder:
 def build_indexes(kg: KG, what: str = "all", embedder: Embedder | None = None, index_type: str = "auto",
                   rebuild: bool = False, progress: bool = True,
                   checkpoint_vectors: int = CHECKPOINT_VECTORS) -> list[BuildReport]:
-    """Bring the requested indexes up to date (and the full-text index with the entity one)."""
+    """Bring the requested indexes up to date (and the full-text index and label table with the entity one)."""
     if what not in WHAT:
         raise IndexBuildError(f"--what must be one of {', '.join(WHAT)}, not {what!r}")
     embedder = embedder or Embedder()
     reports = []
     if what in (ENTITIES, "all"):
         fulltext.build_index(kg)
+        build_label_table(kg, rebuild)
         reports.append(build_entity_index(kg, embedder, index_type, rebuild, progress, checkpoint_vectors))
     if what in (RELATIONS, "all"):
         reports.append(build_relation_index(kg, embedder, rebuild, progress))

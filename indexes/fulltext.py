@@ -44,3 +44,20 @@ def search(kg: KG, text: str, k: int = 10) -> list[tuple[str, str, str, float]]:
         {"text": text, "k": int(k)},
     ).get_all()
     return [(r[0], r[1] or "", r[2], float(r[3])) for r in rows]
+
+
+def search_label_offsets(kg: KG, text: str, k: int = 10) -> list[tuple[int, float]]:
+    """Labels that share words with ``text``, as (Kùzu offset of the ``Label`` row, BM25), best first.
+
+    Returning the offset rather than ``node.id`` keeps Kùzu from hash-joining the hits with a
+    scan of the whole ``Label`` table; ``label_table.LabelTable.label_at`` turns an offset into
+    the label and its nodes.
+    """
+    if not text.strip():
+        return []
+    rows = kg.execute(
+        f"CALL QUERY_FTS_INDEX('Label', '{INDEX_NAME}', $text, top := $k) "
+        "RETURN offset(id(node)), score ORDER BY score DESC",
+        {"text": text, "k": int(k)},
+    ).get_all()
+    return [(int(offset), float(score)) for offset, score in rows]

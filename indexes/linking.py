@@ -12,21 +12,33 @@ Three sources of candidates, each scored in [0, 1] and merged per node:
 A node found several ways keeps its best score plus a small bonus per extra source, and
 a reason string that says how it was found. Ties between namesakes are broken by how
 exactly the case matches and then by degree (a hub is the likelier referent).
+
+Speed (docs/benchmarks.md): names, aliases and full-text hits are resolved to nodes in memory
+(``label_table.py``: Kùzu cannot look up many keys of a question in one indexed query, and joins
+from labels to nodes cost milliseconds each); Kùzu runs the full-text query, and one
+primary-key query per question fetches what the table does not hold (display names of
+vector-only candidates, marked node ids, degrees for ties). The mention embedding and the
+FAISS search run in a worker thread while Kùzu answers the full-text query (both release
+the GIL).
 """
 from __future__ import annotations
 
 import math
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from localkg.errors import IndexMissingError
 from localkg.indexes import fulltext
 from localkg.indexes.build import ENTITIES, embedder_for, index_directory, open_index
 from localkg.indexes.embedding import Embedder
+from localkg.indexes.label_table import LabelTable, label_table_for
 from localkg.indexes.mentions import CAPITALISED, FUNCTION_WORDS, MARKED, QUOTED, Mention, detect_mentions
 from localkg.indexes.vector_index import VectorIndex
 from localkg.store import schema
 from localkg.store.kg import KG
+from localkg.store.model import Node
 
 FULLTEXT_WEIGHT = 0.8
 VECTOR_WEIGHT = 0.9
@@ -35,7 +47,11 @@ CASE_BONUS = 0.02
 DEGREE_BONUS = 0.01
 VECTOR_K = 10
 FULLTEXT_K = 20
+PRIMARY_KEY_BATCH = 20
 _WORDS = re.compile(r"\w+")
+
+Note = Callable[..., None]
+VectorHits = list[tuple[tuple[str, float], list[tuple[str, str, float]]]]
 
 
 @dataclass(frozen=True)
@@ -58,9 +74,11 @@ class _Evidence:
     best: float = 0.0
     scores: dict[str, float] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    degree: int | None = None
 
-    def add(self, source: str, score: float, reason: str, mention: str, name: str) -> None:
+    def add(self, source: str, score: float, reason: str, mention: str, name: str, degree: int | None) -> None:
         self.name = self.name or name
+        self.degree = degree if self.degree is None else self.degree
         if score > self.best:
             self.best, self.mention = score, mention
         if score > self.scores.get(source, -1.0):
@@ -87,6 +105,8 @@ class EntityLinker:
         if VectorIndex.exists(index_directory(kg, ENTITIES)):
             self.vectors = open_index(kg, ENTITIES, embedder.model_name if embedder else None)
         self.fulltext = _fulltext_ready(kg)
+        self._labels: LabelTable | None = None
+        self._worker: ThreadPoolExecutor | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -96,6 +116,13 @@ class EntityLinker:
             self._embedder = embedder_for(self.vectors)
         return self._embedder
 
+    @property
+    def labels(self) -> LabelTable:
+        """The graph's names and aliases, (re)read when a load changed the graph since."""
+        if self._labels is None or self._labels.generation != self.kg.generation:
+            self._labels = label_table_for(self.kg)
+        return self._labels
+
     def link(self, question: str, k: int = 5) -> list[LinkCandidate]:
         """Up to ``k`` candidate nodes for ``question``, best first."""
         mentions = detect_mentions(question)
@@ -103,46 +130,51 @@ class EntityLinker:
             return []
         found: dict[str, _Evidence] = {}
 
-        def note(node_id: str, name: str, source: str, score: float, reason: str, mention: str) -> None:
-            found.setdefault(node_id, _Evidence(name, mention)).add(source, score, reason, mention, name)
+        def note(node_id: str, name: str, source: str, score: float, reason: str, mention: str,
+                 degree: int | None = None) -> None:
+            found.setdefault(node_id, _Evidence(name, mention)).add(source, score, reason, mention, name, degree)
 
-        self._exact(mentions, note)
         marked = mentions[0].how == MARKED
+        vector_hits = self._start_vector_search(question, mentions) if self.vectors is not None else None
+        self._exact(mentions, note)
         if self.fulltext:
             self._full_text(question, mentions, marked, note)
-        if self.vectors is not None:
-            self._vector(question, mentions, marked, note)
+        if vector_hits is not None:
+            self._vector(vector_hits.result(), note)
         ranked = self._rank(found)[:k]
-        return [LinkCandidate(node_id, evidence.name or self.kg.name(node_id), round(score, 4),
+        names = self._display_names([node_id for node_id, evidence, _ in ranked if not evidence.name])
+        return [LinkCandidate(node_id, evidence.name or names.get(node_id, node_id), round(score, 4),
                               "; ".join(evidence.reasons.values()), evidence.mention)
                 for node_id, evidence, score in ranked]
 
     # ---------------------------------------------------------------- sources
-    def _exact(self, mentions: list[Mention], note) -> None:
+    def _exact(self, mentions: list[Mention], note: Note) -> None:
         by_label: dict[str, Mention] = {}
         for mention in mentions:
             key = schema.normalise_label(mention.text)
             if key not in by_label or by_label[key].weight < mention.weight:
                 by_label[key] = mention
-        rows = self.kg.execute(
-            "MATCH (l:Label)-[:Names]->(n:Node) WHERE l.id IN $keys RETURN l.id, n.id, n.name, n.value",
-            {"keys": list(by_label)}).get_all()
-        for label, node_id, name, value in rows:
+        for label, nodes in self.labels.nodes_named(by_label).items():
             mention = by_label[label]
-            score = mention.weight + (CASE_BONUS if (name or "") == mention.text else 0.0)
-            note(node_id, name or value or "", "exact", score,
-                 f"exact name of {mention.how} mention '{mention.text}' (score={score:.3f})", mention.text)
-        for mention in mentions:
-            if mention.how == MARKED and self.kg.has_node(mention.text):
-                node = self.kg.node(mention.text)
-                note(node.id, node.name or node.value, "exact", 1.0 + CASE_BONUS,
-                     f"node id '{mention.text}' (score={1.0 + CASE_BONUS:.3f})", mention.text)
+            for node in nodes:
+                score = mention.weight + (CASE_BONUS if node.name == mention.text else 0.0)
+                note(node.id, node.name, "exact", score,
+                     f"exact name of {mention.how} mention '{mention.text}' (score={score:.3f})", mention.text,
+                     node.degree)
+        marked_ids = [mention.text for mention in mentions if mention.how == MARKED]
+        for node in self._nodes_by_id(marked_ids).values():
+            note(node.id, node.name, "exact", 1.0 + CASE_BONUS,
+                 f"node id '{node.id}' (score={1.0 + CASE_BONUS:.3f})", node.id)
 
-    def _full_text(self, question: str, mentions: list[Mention], marked: bool, note) -> None:
+    def _full_text(self, question: str, mentions: list[Mention], marked: bool, note: Note) -> None:
         queries = [(m.text, m.weight) for m in mentions] if marked else [(_content_words(question), 1.0)]
         for text, weight in queries:
             query_words = set(_WORDS.findall(text.casefold()))
-            for node_id, name, label, bm25 in fulltext.search(self.kg, text, FULLTEXT_K):
+            hits = []
+            for offset, bm25 in fulltext.search_label_offsets(self.kg, text, FULLTEXT_K):
+                label, nodes = self._label_at(offset)
+                hits.extend((node.id, node.name, label, bm25, node.degree) for node in nodes)
+            for node_id, name, label, bm25, degree in sorted(hits, key=lambda hit: (-hit[3], hit[0])):
                 label_words = _WORDS.findall(label)
                 if not label_words:
                     continue
@@ -150,14 +182,33 @@ class EntityLinker:
                 score = FULLTEXT_WEIGHT * weight * covered * (1.0 if marked else 0.9)
                 note(node_id, name, "fulltext", score,
                      f"full-text match of '{label}' (BM25 {bm25:.2f}, covered {covered:.2f}, score={score:.3f})",
-                     label)
+                     label, degree)
 
-    def _vector(self, question: str, mentions: list[Mention], marked: bool, note) -> None:
+    def _label_at(self, offset: int) -> tuple[str, list]:
+        """The label full-text search found at ``offset``; a label newer than the table rereads it."""
+        found = self.labels.label_at(offset)
+        if found is None:  # written by a load that did not finish (no new generation)
+            self._labels = LabelTable.from_graph(self.kg)
+            found = self._labels.label_at(offset)
+        return found if found is not None else ("", [])
+
+    def _start_vector_search(self, question: str, mentions: list[Mention]) -> Future:
+        """Embed the mentions and search FAISS in a worker thread, while Kùzu answers the rest."""
         named = [m for m in mentions if m.how in (MARKED, QUOTED, CAPITALISED)][:3]
         queries = [(m.text, m.weight) for m in named] or [(_content_words(question), 0.7)]
-        vectors = self.embedder.encode([text for text, _ in queries])
-        for (text, weight), hits in zip(queries, self.vectors.search(vectors, VECTOR_K)):
-            for node_id, label, cosine in hits:
+        vectors, embedder = self.vectors, self.embedder
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localkg-link")
+
+        def search() -> VectorHits:
+            encoded = embedder.encode([text for text, _ in queries])
+            return list(zip(queries, vectors.search(encoded, VECTOR_K)))
+
+        return self._worker.submit(search)
+
+    def _vector(self, hits: VectorHits, note: Note) -> None:
+        for (text, weight), found in hits:
+            for node_id, label, cosine in found:
                 score = VECTOR_WEIGHT * weight * max(0.0, cosine)
                 note(node_id, "", "vector", score,
                      f"vector similarity {cosine:.3f} of '{text}' to '{label}' (score={score:.3f})", text)
@@ -167,15 +218,44 @@ class EntityLinker:
         ranked = sorted(((i, e, e.merged) for i, e in found.items()), key=lambda t: (-t[2], t[0]))
         tied = [i for i, _, s in ranked if ranked[0][2] - s < DEGREE_BONUS]
         if len(tied) > 1:
-            degrees = self._degrees(tied)
+            degrees = {i: found[i].degree for i in tied if found[i].degree is not None}
+            degrees.update(self._degrees([i for i in tied if i not in degrees]))
             boost = {i: DEGREE_BONUS * math.log10(1 + degrees.get(i, 0)) / 7 for i in tied}
             ranked = sorted(((i, e, s + boost.get(i, 0.0)) for i, e, s in ranked), key=lambda t: (-t[2], t[0]))
         return ranked
 
+    # ---------------------------------------------------------------- primary-key lookups
     def _degrees(self, node_ids: list[str]) -> dict[str, int]:
-        rows = self.kg.execute("MATCH (n:Node)-[h:HasRel]->(:Relation) WHERE n.id IN $ids RETURN n.id, sum(h.n)",
-                               {"ids": node_ids}).get_all()
+        """Facts at each node, for nodes the label table did not describe (found by vectors only)."""
+        rows = _by_primary_key(self.kg, "MATCH (n:Node {{id: {key}}})-[h:HasRel]->(r:Relation) HINT (n JOIN h) JOIN r "
+                                        "RETURN n.id AS id, sum(h.n) AS degree", node_ids)
         return {node_id: int(total) for node_id, total in rows}
+
+    def _nodes_by_id(self, node_ids: list[str]) -> dict[str, Node]:
+        """The nodes among ``node_ids`` that exist, with their display names."""
+        rows = _by_primary_key(self.kg, "MATCH (n:Node {{id: {key}}}) RETURN n.id AS id, n.name AS name, "
+                                        "n.value AS value, n.kind AS kind", node_ids)
+        return {node_id: Node(node_id, name or value or "", kind) for node_id, name, value, kind in rows}
+
+    def _display_names(self, node_ids: list[str]) -> dict[str, str]:
+        return {node_id: node.display for node_id, node in self._nodes_by_id(node_ids).items()}
+
+
+def _by_primary_key(kg: KG, template: str, keys: Sequence[str]) -> list[list]:
+    """Run ``template`` for each key in one query per :data:`PRIMARY_KEY_BATCH` keys.
+
+    The branches are joined with ``UNION ALL``, each with its key as a parameter (``$k0``,
+    ``$k1``, ...; ``{key}`` in the template). Why not ``WHERE n.id IN $keys`` or ``UNWIND``:
+    Kùzu 0.11 uses the primary-key index only for a single key, and those forms scan the whole
+    table (233 ms for 5 ids among 1.6M nodes, against 1.6 ms for 5 ``UNION ALL`` branches).
+    """
+    keys = list(dict.fromkeys(keys))
+    rows: list[list] = []
+    for start in range(0, len(keys), PRIMARY_KEY_BATCH):
+        batch = keys[start:start + PRIMARY_KEY_BATCH]
+        query = " UNION ALL ".join(template.format(key=f"$k{i}") for i in range(len(batch)))
+        rows.extend(kg.execute(query, {f"k{i}": key for i, key in enumerate(batch)}).get_all())
+    return rows
 
 
 def _fulltext_ready(kg: KG) -> bool:

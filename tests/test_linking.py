@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from localkg.errors import StaleIndexError
+from localkg.indexes import fulltext
 from localkg.indexes.build import build_indexes
+from localkg.indexes.label_table import LabelTable, label_table_for, serves, table_directory
 from localkg.indexes.linking import EntityLinker
 from localkg.indexes.mentions import CAPITALISED, MARKED, NGRAM, QUOTED, detect_mentions, strip_marks
-from localkg.store import KG
+from localkg.store import KG, schema
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -129,3 +131,52 @@ def test_without_any_index_exact_names_still_link(tmp_path: Path) -> None:
         assert linker.vectors is None and not linker.fulltext
         top = linker.link("who directed Top Hat")[0]
         assert top.id == "Top Hat" and top.reason.startswith("exact name of capitalised mention")
+
+
+def test_label_table_answers_as_kuzu_does_for_every_span(kg: KG, linker: EntityLinker) -> None:
+    """All spans of a question are looked up at once in memory; each must find what a per-span
+    Kùzu query finds, with the degree that ranks namesakes."""
+    questions = [strip_marks(q) for q, _ in dev_questions(kg, 10)] + ["which films star ginger rogers"]
+    keys = {schema.normalise_label(m.text) for q in questions for m in detect_mentions(q)}
+    found = linker.labels.nodes_named(keys)
+    for key in keys:
+        rows = kg.execute("MATCH (l:Label {id: $key})-[:Names]->(n:Node) RETURN n.id, n.name", {"key": key}).get_all()
+        assert sorted((n.id, n.name) for n in found.get(key, [])) == sorted((i, name or "") for i, name in rows), key
+    assert {n.id for n in found["ginger rogers"]} == {"Ginger Rogers", "ginger rogers"}
+    for node in found["ginger rogers"]:
+        assert node.degree == sum(r.count for r in kg.relations(node.id))
+
+
+def test_full_text_hits_resolve_to_the_same_nodes_as_the_kuzu_join(kg: KG, linker: EntityLinker) -> None:
+    for text in ("Ginger Rogers", "Top Hat dance", "rogers"):
+        joined = {(node_id, label, round(bm25, 6)) for node_id, _, label, bm25 in fulltext.search(kg, text, 20)}
+        resolved = set()
+        for offset, bm25 in fulltext.search_label_offsets(kg, text, 20):
+            label, nodes = linker.labels.label_at(offset)
+            resolved |= {(node.id, label, round(bm25, 6)) for node in nodes}
+        assert resolved == joined and joined
+
+
+def test_label_table_is_saved_by_index_build_and_reread_after_a_load(tmp_path: Path, scorer) -> None:
+    with KG.create(tmp_path / "db") as kg:
+        kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich")])
+        build_indexes(kg, "entities", scorer.embedder, progress=False)
+        saved = LabelTable.load(table_directory(kg))
+        assert saved is not None and saved.generation == kg.generation and serves(saved, kg)
+        linker = EntityLinker(kg, scorer.embedder)
+        linker.vectors = None  # the load below makes the vector index stale; labels must follow it
+        assert "Swing Time" not in [c.id for c in linker.link("who directed Swing Time")]
+        kg.add_triples([("Swing Time", "directed_by", "George Stevens")])
+        top = linker.link("who directed Swing Time", k=1)[0]
+        assert top.id == "Swing Time" and top.reason.startswith("exact name")
+        assert not serves(saved, kg)
+
+
+def test_a_label_table_with_fewer_labels_than_the_graph_is_not_served(tmp_path: Path) -> None:
+    """Labels written by a load killed before it bumped the generation are caught by the count."""
+    with KG.create(tmp_path / "db") as kg:
+        kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich")])
+        table = LabelTable.from_graph(kg)
+        assert serves(table, kg)
+        kg.execute("CREATE (:Label {id: 'swing time'})")
+        assert not serves(table, kg) and len(label_table_for(kg)) == len(table) + 1
