@@ -165,7 +165,7 @@ def test_ivfpq_index_saves_loads_and_finds_near_duplicates(tmp_path: Path) -> No
     vectors = rng.standard_normal((1500, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     meta = IndexMeta(kind="entities", model="m", model_path="", dim=32, index_type="ivfpq")
-    index = VectorIndex.create(tmp_path / "ix", meta, expected_vectors=100)  # 40 lists: quick to train
+    index = VectorIndex.create(tmp_path / "ix", meta, expected_vectors=100)  # 8 lists: quick to train
     index.index.train(vectors)
     ids = [f"n{i}" for i in range(len(vectors))]
     index.add(vectors[:1000], ids[:1000], ids[:1000])
