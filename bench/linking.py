@@ -210,6 +210,8 @@ def bench_scale(args: argparse.Namespace, embedder: Embedder) -> dict:
         result["picked_names_shared_by_several_nodes"] = sum(len(nodes) > 1 for nodes in named.values())
         result["components"] = component_latency(kg, embedder, [n for _, n in picked])
         return result
+    finally:
+        kg.close()
 
 
 def component_latency(kg: KG, embedder: Embedder, names: list[str]) -> dict:
@@ -224,8 +226,6 @@ def component_latency(kg: KG, embedder: Embedder, names: list[str]) -> dict:
         fulltext.search_label_offsets(kg, name, 20)
         seconds["fulltext_query"].append(time.perf_counter() - started)
     return {part: percentiles(values) for part, values in seconds.items()}
-    finally:
-        kg.close()
 
 
 def ms(seconds: float) -> float:
