@@ -19,7 +19,9 @@ from localkg.fog.checkpoint import save_checkpoint
 from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
-from localkg.reasoners.fog import FoGReasoner, check_update
+from localkg.errors import LocalKGError
+from localkg.reasoners.fog import FoGReasoner, _answer_options, check_update
+from localkg.store.model import Node, Triple
 
 QUESTION = "Who directed Top Hat?"
 TRIPLE = re.compile(r"^\((.+), (\S+), (.+)\)$")
@@ -82,6 +84,29 @@ def test_selected_triples_join_memory_and_rejected_ones_are_masked(demo_kg, scor
     assert selected not in shown_triples(second)              # absorbed: not expanded again
     assert not rejected & set(shown_triples(second))           # rejected: masked
     assert shown_triples(second)
+
+
+def test_a_failed_memory_call_masks_nothing(demo_kg, scorer):
+    calls = []
+
+    def script(step, prompt, options):
+        if step == "memory_update":
+            calls.append(prompt)
+            if len(calls) == 1:
+                raise LocalKGError("the model returned nothing")
+            return {"selected_triplets": [], "predict_answer": [], "subsequent_question": ["Who made Top Hat?"]}
+        return None
+
+    result = fog(demo_kg, scorer, ScriptedLLM(script), rounds=2).answer(QUESTION, ["Top Hat"])
+    assert len(calls) == 2 and any("model call failed" in n for n in result.notes)
+    assert shown_triples(calls[1]) == shown_triples(calls[0])  # the model never saw them: not rejected
+
+
+def test_any_shown_node_may_be_the_answer_path_ends_first():
+    director, film, actor = Node("Mark Sandrich", "Mark Sandrich"), Node("Top Hat", "Top Hat"), Node("Fred", "Fred")
+    shown = [Triple(film, "directed_by", director), Triple(film, "starred_actors", actor)]
+    options = _answer_options(shown, {"Mark Sandrich"})
+    assert list(options) == ["Fred", "Top Hat"]  # "films Mark Sandrich directed" stays answerable
 
 
 def test_output_not_copied_from_the_input_is_dropped(demo_kg, scorer):

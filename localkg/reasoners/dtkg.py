@@ -315,8 +315,12 @@ class DTKGReasoner(Reasoner):
 
     # ------------------------------------------------------------------ parallel branch
     def parallel(self, question: str, topics: list[str], result: Result) -> None:
-        draft = self.llm.generate(prompts.render(PROMPTS, "draft", question=question), step="draft",
-                                  max_tokens=32, stop=["\n"])
+        try:
+            draft = self.llm.generate(prompts.render(PROMPTS, "draft", question=question), step="draft",
+                                      max_tokens=32, stop=["\n"])
+        except LocalKGError as error:  # the facts then come from the question alone
+            result.notes.append(f"draft: model call failed ({error})")
+            draft = ""
         result.notes.append(f"draft: {draft.strip()}")
         sources = [self._node(t) for t in topics]
         checks = [self.check_fact(question, fact, self.link_subject(subject, sources), result)
@@ -377,8 +381,9 @@ class DTKGReasoner(Reasoner):
         """Rank the subject's triples against the fact (denoised, two-stage), then verify or rewrite."""
         check = FactCheck(fact=fact, subject=subject)
         allowed = relation_filter(self.config["relation_filter"])
+        administrative = {c.relation for c in self.kg.relations(subject.id) if is_administrative(c.label)}
         triples = [t for t in self.kg.triples(subject.id, limit=500)
-                   if allowed(t.relation) and not is_administrative(t.relation)]
+                   if allowed(t.relation) and t.relation not in administrative]  # by label, as the chain branch
         if not triples:
             return check
         texts = [triple_words(t) for t in triples]

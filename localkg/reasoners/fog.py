@@ -79,6 +79,7 @@ class MemoryUpdate:
     answers: list[Node]
     follow_ups: list[str]
     dropped: list[str]
+    shown: list[Triple] = field(default_factory=list)  # what the model saw (empty when the call failed)
 
 
 @register
@@ -171,10 +172,9 @@ class FoGReasoner(Reasoner):
                 result.notes.append(f"round {round_number}: nothing new above tau_p; the search stops")
                 break
             update = self.update_memory(question, list(memory.values()), potential, set(sources), result)
-            shown = {triple_key(t) for t in potential}
             for triple in update.selected:
                 memory.setdefault(triple_key(triple), triple)
-            masked |= shown - set(memory)
+            masked |= {triple_key(t) for t in update.shown} - set(memory)  # seen and not selected
             result.notes.append(f"round {round_number}: the model kept {len(update.selected)} triple(s), answered "
                                 f"{[n.display for n in update.answers] or 'none'}")
             if update.dropped:
@@ -286,7 +286,9 @@ class FoGReasoner(Reasoner):
         except LocalKGError as error:
             result.notes.append(f"memory update: model call failed ({error})")
             return MemoryUpdate([], [], [], [])
-        return check_update(output, shown_triples, _answer_options(shown, sources))
+        update = check_update(output, shown_triples, _answer_options(shown, sources))
+        update.shown = potential[:len(kept_lines)]
+        return update
 
     def _memory_schema(self, triple_texts: list[str], shown: list[Triple], sources: set[str]) -> dict[str, Any]:
         names = list(_answer_options(shown, sources)) or [""]
@@ -319,10 +321,16 @@ class FoGReasoner(Reasoner):
 
 
 def _answer_options(shown: Sequence[Triple], sources: set[str]) -> dict[str, Node]:
-    """Display name → node for the ends of the paths in ``shown`` (nodes reached from the sources that
-    lead nowhere further): the graph side narrows the answer to the ends of the evidence."""
+    """Display name → node for every node of ``shown`` but the sources, the ends of the paths (nodes
+    that lead nowhere further) first. Not only the ends: "films X directed" must stay answerable
+    when a shown triple continues from one of those films."""
     levels = bfs_levels(sources, shown)
-    return {node.display: node for node, _score in path_ends(shown, levels, {}, sources)}
+    options = {node.display: node for node, _score in path_ends(shown, levels, {}, sources)}
+    for triple in shown:
+        for node in (triple.head, triple.tail):
+            if node.id not in sources:
+                options.setdefault(node.display, node)
+    return options
 
 
 def check_update(output: dict[str, Any], shown_triples: dict[str, Triple], names: dict[str, Node]) -> MemoryUpdate:
