@@ -136,9 +136,10 @@ class EntityLinker:
 
         marked = mentions[0].how == MARKED
         vector_hits = self._start_vector_search(question, mentions) if self.vectors is not None else None
-        self._exact(mentions, note)
+        labels = self.labels  # once per call: checking the generation reads the manifest
+        self._exact(mentions, labels, note)
         if self.fulltext:
-            self._full_text(question, mentions, marked, note)
+            self._full_text(question, mentions, marked, labels, note)
         if vector_hits is not None:
             self._vector(vector_hits.result(), note)
         ranked = self._rank(found)[:k]
@@ -148,13 +149,13 @@ class EntityLinker:
                 for node_id, evidence, score in ranked]
 
     # ---------------------------------------------------------------- sources
-    def _exact(self, mentions: list[Mention], note: Note) -> None:
+    def _exact(self, mentions: list[Mention], labels: LabelTable, note: Note) -> None:
         by_label: dict[str, Mention] = {}
         for mention in mentions:
             key = schema.normalise_label(mention.text)
             if key not in by_label or by_label[key].weight < mention.weight:
                 by_label[key] = mention
-        for label, nodes in self.labels.nodes_named(by_label).items():
+        for label, nodes in labels.nodes_named(by_label).items():
             mention = by_label[label]
             for node in nodes:
                 score = mention.weight + (CASE_BONUS if node.name == mention.text else 0.0)
@@ -166,13 +167,17 @@ class EntityLinker:
             note(node.id, node.name, "exact", 1.0 + CASE_BONUS,
                  f"node id '{node.id}' (score={1.0 + CASE_BONUS:.3f})", node.id)
 
-    def _full_text(self, question: str, mentions: list[Mention], marked: bool, note: Note) -> None:
+    def _full_text(self, question: str, mentions: list[Mention], marked: bool, labels: LabelTable,
+                   note: Note) -> None:
         queries = [(m.text, m.weight) for m in mentions] if marked else [(_content_words(question), 1.0)]
         for text, weight in queries:
             query_words = set(_WORDS.findall(text.casefold()))
+            offsets = fulltext.search_label_offsets(self.kg, text, FULLTEXT_K)
+            if any(offset >= len(labels) for offset, _ in offsets):  # from a load that did not finish
+                labels = self._labels = LabelTable.from_graph(self.kg)
             hits = []
-            for offset, bm25 in fulltext.search_label_offsets(self.kg, text, FULLTEXT_K):
-                label, nodes = self._label_at(offset)
+            for offset, bm25 in offsets:
+                label, nodes = labels.label_at(offset) or ("", [])
                 hits.extend((node.id, node.name, label, bm25, node.degree) for node in nodes)
             for node_id, name, label, bm25, degree in sorted(hits, key=lambda hit: (-hit[3], hit[0])):
                 label_words = _WORDS.findall(label)
@@ -183,14 +188,6 @@ class EntityLinker:
                 note(node_id, name, "fulltext", score,
                      f"full-text match of '{label}' (BM25 {bm25:.2f}, covered {covered:.2f}, score={score:.3f})",
                      label, degree)
-
-    def _label_at(self, offset: int) -> tuple[str, list]:
-        """The label full-text search found at ``offset``; a label newer than the table rereads it."""
-        found = self.labels.label_at(offset)
-        if found is None:  # written by a load that did not finish (no new generation)
-            self._labels = LabelTable.from_graph(self.kg)
-            found = self._labels.label_at(offset)
-        return found if found is not None else ("", [])
 
     def _start_vector_search(self, question: str, mentions: list[Mention]) -> Future:
         """Embed the mentions and search FAISS in a worker thread, while Kùzu answers the rest."""
