@@ -180,3 +180,16 @@ def test_a_label_table_with_fewer_labels_than_the_graph_is_not_served(tmp_path: 
         assert serves(table, kg)
         kg.execute("CREATE (:Label {id: 'swing time'})")
         assert not serves(table, kg) and len(label_table_for(kg)) == len(table) + 1
+
+
+def test_a_full_text_hit_beyond_the_label_table_rereads_it(tmp_path: Path) -> None:
+    """A label written without a new generation (a killed load) is still found by full-text search."""
+    with KG.create(tmp_path / "db") as kg:
+        kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich")])
+        fulltext.build_index(kg)
+        linker = EntityLinker(kg)
+        assert linker.link("[Top Hat]", k=1)[0].id == "Top Hat"
+        kg.execute("MATCH (n:Node {id: 'Top Hat'}) CREATE (:Label {id: 'cappello a cilindro'})-[:Names {how: 'alias'}]->(n)")
+        top = linker.link("[Cappello a cilindro]", k=1)[0]
+        assert top.id == "Top Hat" and top.reason.startswith("full-text match of 'cappello a cilindro'")
+        assert len(linker.labels) == 3
