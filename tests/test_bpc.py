@@ -94,6 +94,26 @@ def test_stop_finishes_the_beam_and_the_answer_comes_from_its_path(movies, score
     assert any("STOP at Mark Sandrich" in note for note in result.notes)
 
 
+def test_a_stop_after_relations_drops_only_the_relations_ranked_below_it(movies, scorer):
+    picked = {}
+
+    def script(step, prompt, options):
+        if step == "select-1":
+            return [0]
+        if step == "select-2":  # "1, STOP, 3": follow the first relation only
+            relation = next(o for o in options if not o.startswith("STOP"))
+            rest = [o for o in options if not o.startswith("STOP") and o != relation]
+            picked.update(followed=relation, dropped=rest[0])
+            return [relation, stop_option(options), rest[0]]
+        return [stop_option(options)] if step.startswith("select") else None
+
+    result = bpc(movies, scorer, script, depth=3).answer("where was the director of Top Hat born", ["Top Hat"])
+    followed = [n for n in result.notes if n.startswith("depth 2: from")]
+    assert followed and picked["followed"].split(" → ")[1] in followed[0].replace("_", " ")
+    assert picked["dropped"].split(" → ")[1] not in followed[0].replace("_", " ")
+    assert "select-3" in steps_of(result)  # the followed relation's beams went on
+
+
 def test_no_relation_picked_finishes_the_beam(movies, scorer):
     def script(step, prompt, options):
         return [0] if step == "select-1" else ([] if step.startswith("select") else None)

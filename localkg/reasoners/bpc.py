@@ -5,7 +5,8 @@ depth, every unfinished beam asks the model which relations to follow from its
 current entity; the prompt shows only the question, the current entity, its
 relations (at most ``relation_cap``, then "N more not shown") and the last
 ``K`` hops of the path (``K=0`` none, ``K=-1`` all). The model names up to
-``width`` relations or STOP; STOP, or no relation, finishes the beam; each
+``width`` relations or STOP, best first; STOP first, or no relation, finishes the beam
+(a STOP after some relations drops the relations ranked below it); each
 picked relation's first ``width`` ends become child beams; at most
 ``max_total_beams`` beams are kept, unfinished first. After ``depth`` rounds
 an answer-extraction prompt over the first ``answer_paths`` paths gives the
@@ -23,6 +24,7 @@ its relation chain reached.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -153,10 +155,13 @@ class BoundedPathContext(Reasoner):
                            allow_none=True, notes=notes)
         if picks is None:  # the call failed: follow the most relevant relation
             picks = [0]
-        if not picks or any(choices[i] is None for i in picks):
+        if not picks or choices[picks[0]] is None:
             notes.append(f"depth {depth}: {'STOP' if picks else 'no relation picked'} at "
                          f"{representative.current.display}; beam finished")
             return [], []
+        # Picks are best first: a STOP after some relations drops only the relations ranked below it
+        # (a small model lists "1, 2, 3" with STOP among them far more often than it means to stop).
+        picks = list(itertools.takewhile(lambda i: choices[i] is not None, picks))
         beamed: list[Beam] = []
         ends: list[Beam] = []
         for index in picks:
