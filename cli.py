@@ -316,7 +316,8 @@ def train_group() -> None:
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
               help="Checkpoint to write (default: DB/fog/scorer.pt, where `fog` looks).")
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--lr", type=float, default=1e-5, show_default=True, help="AdamW learning rate (paper: 1e-5).")
+@click.option("--lr", type=float, default=1e-3, show_default=True,
+              help="AdamW learning rate (paper: 1e-5, too slow for a few minutes of CPU training).")
 @click.option("--weight-decay", type=float, default=1e-3, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--kappa", type=click.IntRange(min=1), default=10, show_default=True,

@@ -2,8 +2,12 @@
 
 The paper's recipe: binary cross-entropy on triple labels (gold-path triples
 positive, ``kappa=10`` times as many 1-hop neighbours negative), AdamW with
-learning rate 1e-5, weight decay 1e-3, no warm-up or decay, dropout 0.1, five
-epochs, the sentence encoder frozen. Both the scores used for expansion (no
+weight decay 1e-3, no warm-up or decay, dropout 0.1, five epochs, the sentence
+encoder frozen. One departure: the learning rate is 1e-3, not the paper's 1e-5.
+Five epochs of a few thousand dev questions (minutes on a CPU) at 1e-5 leave
+every gold triple below ``tau_p`` (MetaQA, 1,620 examples: mean positive score
+0.31, recall at ``tau_p`` 0.00); at 1e-3 the same run reaches 0.67 and 0.57
+with 1.2% of negatives kept (docs/reasoners.md). Both the scores used for expansion (no
 feedback) and the refined scores (after far-to-near feedback) are trained, as
 the sum of their two losses.
 
@@ -38,7 +42,7 @@ class TrainConfig:
     """Hyperparameters (paper defaults) and run settings."""
 
     epochs: int = 5
-    lr: float = 1e-5
+    lr: float = 1e-3  # the paper: 1e-5 (see the module docstring)
     weight_decay: float = 1e-3
     dropout: float = 0.1
     batch_size: int = 16
