@@ -6,7 +6,9 @@ import importlib
 
 import pytest
 
-MODULES = ["localkg.store.kg", "localkg.store.labels", "localkg.store.schema", "localkg.loaders.triples"]
+MODULES = ["localkg.store.kg", "localkg.store.labels", "localkg.store.schema", "localkg.loaders.triples",
+           "localkg.loaders.freebase", "localkg.loaders.ntriples", "localkg.loaders.wikidata",
+           "localkg.evaluation.metrics"]
 
 
 @pytest.mark.parametrize("name", MODULES)
