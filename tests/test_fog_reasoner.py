@@ -57,7 +57,7 @@ class FixedScores:
 
 def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer):
     llm = ScriptedLLM()
-    reasoner = fog(demo_kg, scorer, llm, llm_triples=30)
+    reasoner = fog(demo_kg, scorer, llm, llm_triples=30, min_potential=0)
     reasoner.triple_scorer = lambda question, topics: FixedScores()
     expansion = reasoner.expand(FixedScores(), [QUESTION], {"Top Hat": reasoner._node("Top Hat")}, [], excluded=set())
     assert expansion.triples and not any(t.relation == "has_tags" for t in expansion.triples)  # 0.05 < tau_e
@@ -66,6 +66,28 @@ def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer
     assert shown and all(TRIPLE.match(line).group(2) in ("directed_by", "written_by") for line in shown)
     assert "(Top Hat, directed_by, Mark Sandrich)" in shown
     assert any("in the potential subgraph" in note for note in result.notes)
+
+
+def test_with_an_empty_memory_the_model_sees_the_best_triples_below_tau_p_too(demo_kg, scorer):
+    llm = ScriptedLLM()
+    reasoner = fog(demo_kg, scorer, llm, llm_triples=30, min_potential=8, rounds=2)
+    reasoner.triple_scorer = lambda question, topics: FixedScores()
+    result = reasoner.answer(QUESTION, ["Top Hat"])
+    first, *later = [shown_triples(c.prompt) for c in llm.calls if c.step == "memory_update"]
+    above = [line for line in first if TRIPLE.match(line).group(2) in ("directed_by", "written_by")]
+    assert len(first) == 8 and first[:len(above)] == above  # the ones above tau_p first, then the best below
+    assert any("below tau_p included" in note for note in result.notes)
+    assert later and not set(later[0]) & set(first)  # still nothing in memory: the next best, none shown twice
+
+
+def test_without_a_predicted_answer_the_best_triples_relation_gives_every_answer(demo_kg, scorer):
+    llm = ScriptedLLM()  # predicts nothing
+    reasoner = fog(demo_kg, scorer, llm, rounds=1)
+    reasoner.triple_scorer = lambda question, topics: FixedScores()
+    result = reasoner.answer("Who wrote Top Hat?", ["Top Hat"])
+    assert any("graph-side fallback" in note for note in result.notes)
+    expected = {t.tail.id for t in demo_kg.triples("Top Hat") if t.relation == result.evidence[0].steps[0].triple.relation}
+    assert {a.id for a in result.answers} == expected
 
 
 def test_selected_triples_join_memory_and_rejected_ones_are_masked(demo_kg, scorer):

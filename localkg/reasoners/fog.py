@@ -27,9 +27,13 @@ Adaptations for a small local model on a CPU (docs/reasoners.md lists them):
   refined score and fitted to the context window (the paper caps at 1000);
 * hubs are bounded: ``triples_per_node`` incident triples per node and the best
   ``frontier`` nodes per layer are expanded;
+* while the memory is empty, the model sees at least the best ``min_potential``
+  (10) triples even below ``tau_p``: a scorer trained for minutes on a CPU puts
+  many gold triples below 0.7, and a model shown nothing cannot answer;
 * the answer must be a node of the shown subgraph other than a source entity;
-  when the model predicts none, the answer is read off the graph: the ends of
-  the best-scoring potential (else expanded) triples that lead nowhere further;
+  when the model predicts none, the answer is read off the graph: the far end
+  of the best-scoring potential (else expanded) triple and of the triples that
+  leave the same node by the same relation;
 * without a trained checkpoint the scores are embedding similarity (see
   ``localkg.fog.scoring``) and the result's notes say so.
 
@@ -92,6 +96,7 @@ class FoGReasoner(Reasoner):
         "hops": 3,                 # L
         "tau_e": 0.1,
         "tau_p": 0.7,
+        "min_potential": 10,       # while the memory is empty, show at least this many best triples
         "rounds": 2,               # R
         "decompose": True,
         "triples_per_node": 100,
@@ -164,10 +169,15 @@ class FoGReasoner(Reasoner):
             refined = dict(zip((triple_key(t) for t in scored),
                                map(float, scorer.refined(questions, scored, expansion.levels))))
             last = (expansion, refined)
-            potential = sorted((t for t in expansion.triples if refined[triple_key(t)] >= self.config["tau_p"]),
-                               key=lambda t: -refined[triple_key(t)])[:int(self.config["llm_triples"])]
+            ranked = sorted(expansion.triples, key=lambda t: -refined[triple_key(t)])
+            potential = [t for t in ranked if refined[triple_key(t)] >= self.config["tau_p"]]
             result.notes.append(f"round {round_number}: {expansion.scored} triples scored, {len(expansion.triples)} "
                                 f"kept (> tau_e), {len(potential)} in the potential subgraph (>= tau_p)")
+            if not memory and len(potential) < int(self.config["min_potential"]) and len(ranked) > len(potential):
+                potential = ranked[:int(self.config["min_potential"])]
+                result.notes.append(f"round {round_number}: the memory is empty; the model sees the best "
+                                    f"{len(potential)} triples, below tau_p included")
+            potential = potential[:int(self.config["llm_triples"])]
             if not potential:
                 result.notes.append(f"round {round_number}: nothing new above tau_p; the search stops")
                 break
@@ -309,14 +319,15 @@ class FoGReasoner(Reasoner):
 
     def graph_answers(self, memory: list[Triple], last: tuple[Expansion, dict[TripleKey, float]],
                       sources: set[str]) -> list[Answer]:
-        """Without a predicted answer: the far ends of the best triples that lead nowhere further
-        (ends of paths) in memory plus the potential subgraph, else in the whole expansion."""
+        """Without a predicted answer: the far end of the best-scoring triple (in memory plus the
+        potential subgraph, else in the whole expansion) and of the triples that leave the same
+        node by the same relation ("films X directed" are all the ends of one relation)."""
         expansion, refined = last
         potential = [t for t in expansion.triples if refined[triple_key(t)] >= self.config["tau_p"]]
         for pool in (memory + potential, memory + expansion.triples):
-            ends = path_ends(pool, bfs_levels(sources, pool), refined, sources)
-            if ends:
-                return [Answer(node.id, node.display, score) for node, score in ends[:int(self.config["max_answers"])]]
+            if pool:
+                return best_relation_ends(pool, bfs_levels(sources, pool), refined, sources,
+                                          int(self.config["max_answers"]))
         return []
 
 
@@ -350,6 +361,28 @@ def check_update(output: dict[str, Any], shown_triples: dict[str, Triple], names
             dropped.append(str(name))
     follow_ups = [" ".join(str(q).split()) for q in output.get("subsequent_question") or [] if str(q).strip()]
     return MemoryUpdate(selected, answers, follow_ups[:3], dropped)
+
+
+def best_relation_ends(triples: Sequence[Triple], levels: dict[str, int], scores: dict[TripleKey, float],
+                       sources: set[str], limit: int) -> list[Answer]:
+    """The far ends (by BFS ``levels``) of the best-scoring triple and of every triple that leaves
+    the same near node by the same relation, best score first; sources are never answers."""
+    def ends(triple: Triple) -> tuple[Node, Node]:
+        head_first = levels.get(triple.head.id, 1 << 30) <= levels.get(triple.tail.id, 1 << 30)
+        return (triple.head, triple.tail) if head_first else (triple.tail, triple.head)
+
+    candidates = [t for t in triples if ends(t)[1].id not in sources]
+    if not candidates:
+        return []
+    best = max(candidates, key=lambda t: scores.get(triple_key(t), 0.0))
+    near, _far = ends(best)
+    siblings = sorted((t for t in candidates if t.relation == best.relation and ends(t)[0].id == near.id),
+                      key=lambda t: -scores.get(triple_key(t), 0.0))
+    answers: dict[str, Answer] = {}
+    for triple in siblings:
+        far = ends(triple)[1]
+        answers.setdefault(far.id, Answer(far.id, far.display, round(scores.get(triple_key(triple), 0.0), 6)))
+    return list(answers.values())[:limit]
 
 
 def path_ends(triples: Sequence[Triple], levels: dict[str, int], scores: dict[TripleKey, float],
