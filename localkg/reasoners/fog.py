@@ -190,8 +190,8 @@ class FoGReasoner(Reasoner):
             if update.dropped:
                 result.notes.append(f"round {round_number}: dropped output not copied from the input: "
                                     f"{update.dropped}")
-            if update.answers:
-                answers = update.answers
+            if update.answers:  # the first round's answer leads; later rounds add to it, never replace it
+                answers = list(dict.fromkeys([*answers, *update.answers]))
                 if answered_round is None:
                     answered_round = round_number
             if answered_round is not None and round_number > answered_round:
