@@ -6,6 +6,7 @@ and (in the last test) the GGUF model are real.
 """
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -154,6 +155,8 @@ def test_search_stops_one_round_after_the_first_answer(demo_kg, scorer):
     result = fog(demo_kg, scorer, answering, rounds=4).answer(QUESTION, ["Top Hat"])
     assert [c.step for c in answering.calls] == ["memory_update", "memory_update"]
     assert result.answers and all(demo_kg.has_node(a.id) for a in result.answers)
+    first, second = [json.loads(c.output)["predict_answer"][0] for c in answering.calls]
+    assert [a.name for a in result.answers][:2] == list(dict.fromkeys([first, second]))  # the first answer leads
 
     silent = ScriptedLLM({"memory_update": [{"selected_triplets": [], "predict_answer": [],
                                              "subsequent_question": ["What else?"]}] * 4})
