@@ -363,13 +363,22 @@ def check_update(output: dict[str, Any], shown_triples: dict[str, Triple], names
     return MemoryUpdate(selected, answers, follow_ups[:3], dropped)
 
 
+_UNREACHED = 1 << 30  # the level of a node the BFS did not reach
+
+
+def near_and_far(triple: Triple, levels: dict[str, int]) -> tuple[Node, Node]:
+    """The triple's ends ordered by BFS ``levels`` from the sources (a node without a level is
+    farther than any with one; on a tie the head is the near end)."""
+    head_first = levels.get(triple.head.id, _UNREACHED) <= levels.get(triple.tail.id, _UNREACHED)
+    return (triple.head, triple.tail) if head_first else (triple.tail, triple.head)
+
+
 def best_relation_ends(triples: Sequence[Triple], levels: dict[str, int], scores: dict[TripleKey, float],
                        sources: set[str], limit: int) -> list[Answer]:
     """The far ends (by BFS ``levels``) of the best-scoring triple and of every triple that leaves
     the same near node by the same relation, best score first; sources are never answers."""
     def ends(triple: Triple) -> tuple[Node, Node]:
-        head_first = levels.get(triple.head.id, 1 << 30) <= levels.get(triple.tail.id, 1 << 30)
-        return (triple.head, triple.tail) if head_first else (triple.tail, triple.head)
+        return near_and_far(triple, levels)
 
     candidates = [t for t in triples if ends(t)[1].id not in sources]
     if not candidates:
@@ -389,13 +398,9 @@ def path_ends(triples: Sequence[Triple], levels: dict[str, int], scores: dict[Tr
               sources: set[str]) -> list[tuple[Node, float]]:
     """Far ends of ``triples`` (by BFS ``levels`` from the sources) that are not the near end of
     another one, best triple score first (a triple without a score counts 1)."""
-    def level(node_id: str) -> int:
-        return levels.get(node_id, len(levels) + 1)
-
     nears, best = set(), {}
     for triple in triples:
-        head, tail = triple.head, triple.tail
-        near, far = (head, tail) if level(head.id) <= level(tail.id) else (tail, head)
+        near, far = near_and_far(triple, levels)
         nears.add(near.id)
         score = scores.get(triple_key(triple), 1.0)
         if far.id not in sources and score > best.get(far.id, (None, -1.0))[1]:
