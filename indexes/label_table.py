@@ -14,9 +14,16 @@ Kùzu keeps names and aliases in the ``Label`` table and links them to nodes wit
 
 So the linker reads the graph's labels once per graph generation into this table: per
 ``Label`` row (by its Kùzu offset) the label text and the range of its ``(node id, node name,
-degree)`` rows, plus the labels' BLAKE2b-64 hashes sorted for lookup by text. Every exact-name lookup
-and every full-text hit is then an array lookup (microseconds), and Kùzu answers only the
-full-text query itself.
+degree)`` rows, plus the labels' BLAKE2b-64 hashes sorted for lookup by text, and an inverted
+index of the labels' word stems for BM25 full-text search (:meth:`LabelTable.search`). Every
+exact-name lookup is then an array lookup (microseconds) and a full-text query a few array
+operations (about a millisecond on 900k labels).
+
+Why full-text search here and not Kùzu's ``QUERY_FTS_INDEX``, which ``index build`` also
+creates: on the 1M-entity graph one Kùzu full-text query took 10-35 ms p50 (more than the
+whole linking budget of 20 ms), the in-memory index about 1 ms with the same BM25 formula
+over the same labels. Kùzu's index stays for users' own Cypher, and tests check that both
+find the same labels.
 
 ``localkg index build`` saves the table in ``DB/indexes/labels/`` (Arrow IPC files, memory-mapped
 when read, so memory stays with the page cache); when it is missing or was built at an older
@@ -26,7 +33,10 @@ name links). A table answers only for the generation and ``Label`` row count it 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -35,16 +45,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from localkg.indexes.stems import stem
 from localkg.store import schema
 from localkg.store.keyset import hash_keys
 from localkg.store.kg import KG
 
 LABELS = "labels"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 META_FILE = "meta.json"
 LABELS_FILE = "labels.arrow"
 NAMES_FILE = "names.arrow"
+WORDS_FILE = "words.arrow"
+POSTINGS_FILE = "postings.arrow"
+TABLE_FILES = (LABELS_FILE, NAMES_FILE, WORDS_FILE, POSTINGS_FILE)
 SCAN_CHUNK = 200_000
+BM25_K1 = 1.2   # Kùzu's (and Lucene's) defaults
+BM25_B = 0.75
+_WORD = re.compile(r"[^\W_]+")
+STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have in is it its of on or that the this to was were "
+    "will with what which who whom whose when where why how did do does".split())
 
 
 @dataclass(frozen=True)
@@ -57,25 +77,45 @@ class LabelledNode:
     degree: int
 
 
+def label_words(text: str) -> list[str]:
+    """The words full-text search indexes and matches: case-folded stems.
+
+    >>> label_words("The Directors' Cuts")
+    ['the', 'direct', 'cut']
+    """
+    return [stem(word) for word in _WORD.findall(text.casefold())]
+
+
 class LabelTable:
-    """The labels of one graph generation: text, hash and named nodes of every ``Label`` row.
+    """The labels of one graph generation: text, hash, named nodes and words of every ``Label`` row.
 
     ``labels``: per Label offset, columns ``label``, ``start``, ``stop`` (its rows in ``names``),
-    and, in hash order, ``sorted_hash`` and ``by_hash`` (the offset with that hash).
+    ``words`` (its length in words, for BM25), and, in hash order, ``sorted_hash`` and
+    ``by_hash`` (the offset with that hash).
     ``names``: columns ``node``, ``name`` and ``degree``, grouped by label offset.
+    ``words``: per distinct word stem, in hash order, ``hash``, and ``first`` and ``stop`` (its
+    rows in ``postings``).
+    ``postings``: ``label`` (offset) and ``count`` (occurrences in that label), grouped by word.
     """
 
-    def __init__(self, labels: pa.Table, names: pa.Table, generation: int):
+    def __init__(self, labels: pa.Table, names: pa.Table, words: pa.Table, postings: pa.Table, generation: int):
         self.generation = generation
         self._label = labels.column("label").combine_chunks()
         self._start = labels.column("start").to_numpy()
         self._stop = labels.column("stop").to_numpy()
+        self._length = labels.column("words").to_numpy()
         self._sorted_hash = labels.column("sorted_hash").to_numpy()
         self._by_hash = labels.column("by_hash").to_numpy()
         self._node = names.column("node").combine_chunks()
         self._name = names.column("name").combine_chunks()
         self._degree = names.column("degree").to_numpy()
-        self._tables = (labels, names)
+        self._word_hash = words.column("hash").to_numpy()
+        self._word_first = words.column("first").to_numpy()
+        self._word_stop = words.column("stop").to_numpy()
+        self._posting_label = postings.column("label").to_numpy()
+        self._posting_count = postings.column("count").to_numpy()
+        self._average_length = float(self._length.mean()) if len(self._length) else 1.0
+        self._tables = (labels, names, words, postings)
 
     def __len__(self) -> int:
         """How many labels (``Label`` rows) the table holds."""
@@ -98,8 +138,36 @@ class LabelTable:
                 found[key] = self._nodes_at(offset)
         return found
 
+    def search(self, text: str, k: int = 10) -> list[tuple[int, float]]:
+        """Labels that share words with ``text``, as (``Label`` offset, BM25 score), best first.
+
+        BM25 with k1 = 1.2 and b = 0.75 over the labels' word stems, as Kùzu's full-text index
+        scores them; stop words are left out of the query unless it has nothing else.
+        """
+        words = label_words(text)
+        words = list(dict.fromkeys([w for w in words if w not in STOPWORDS] or words))
+        if not words or len(self._word_hash) == 0:
+            return []
+        hashes = hash_keys(words)
+        positions = np.minimum(np.searchsorted(self._word_hash, hashes), len(self._word_hash) - 1)
+        found = [int(p) for p, wanted in zip(positions, hashes) if self._word_hash[p] == wanted]
+        if not found:
+            return []
+        labels, weights = [], []
+        for position in found:
+            first, stop = int(self._word_first[position]), int(self._word_stop[position])
+            label, count = self._posting_label[first:stop], self._posting_count[first:stop].astype(np.float64)
+            idf = math.log(1.0 + (len(self) - (stop - first) + 0.5) / (stop - first + 0.5))
+            norm = BM25_K1 * (1.0 - BM25_B + BM25_B * self._length[label] / self._average_length)
+            labels.append(label)
+            weights.append(idf * count * (BM25_K1 + 1.0) / (count + norm))
+        unique, inverse = np.unique(np.concatenate(labels), return_inverse=True)
+        scores = np.bincount(inverse, weights=np.concatenate(weights))
+        best = np.lexsort((unique, -scores))[:k]
+        return [(int(unique[i]), float(scores[i])) for i in best]
+
     def label_at(self, offset: int) -> tuple[str, list[LabelledNode]] | None:
-        """The label stored at a Kùzu ``Label`` offset (as full-text search returns it) and its nodes."""
+        """The label stored at a ``Label`` offset (as :meth:`search` returns it) and its nodes."""
         if not 0 <= offset < len(self):
             return None
         return self._label[offset].as_py(), self._nodes_at(offset)
@@ -128,7 +196,7 @@ class LabelTable:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / META_FILE).unlink(missing_ok=True)
-        for file_name, table in zip((LABELS_FILE, NAMES_FILE), self._tables):
+        for file_name, table in zip(TABLE_FILES, self._tables):
             _atomic_write(directory / file_name, lambda tmp, table=table: _write_ipc(tmp, table))
         meta = {"format": FORMAT_VERSION, "generation": self.generation, "labels": len(self),
                 "names": len(self._node)}
@@ -144,9 +212,8 @@ class LabelTable:
             return None
         if meta.get("format") != FORMAT_VERSION:
             return None
-        labels, names = (pa.ipc.open_file(pa.memory_map(str(directory / name))).read_all()
-                         for name in (LABELS_FILE, NAMES_FILE))
-        return cls(labels, names, int(meta["generation"]))
+        tables = [pa.ipc.open_file(pa.memory_map(str(directory / name))).read_all() for name in TABLE_FILES]
+        return cls(*tables, int(meta["generation"]))
 
 
 def table_directory(kg: KG) -> Path:
@@ -182,8 +249,9 @@ def build_label_table(kg: KG, rebuild: bool = False) -> bool:
     return True
 
 
-def _index_labels(labels: pa.Table, links: pa.Table, degrees: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """Arrange the scanned labels by offset and the name links, with their nodes' degrees, by label."""
+def _index_labels(labels: pa.Table, links: pa.Table, degrees: pa.Table) -> tuple[pa.Table, ...]:
+    """Arrange the scanned labels by offset, the name links (with their nodes' degrees) by label,
+    and the labels' words into an inverted index."""
     offsets = labels.column("offset").to_numpy().astype(np.int64)
     order = np.argsort(offsets, kind="stable")
     if len(offsets) and not np.array_equal(offsets[order], np.arange(len(offsets))):
@@ -194,12 +262,15 @@ def _index_labels(labels: pa.Table, links: pa.Table, degrees: pa.Table) -> tuple
     link_order = np.argsort(link_offsets, kind="stable")
     grouped = link_offsets[link_order]
     every = np.arange(len(offsets))
-    hashes = hash_keys(label_text.to_pylist())
+    texts = label_text.to_pylist()
+    hashes = hash_keys(texts)
     hash_order = np.argsort(hashes, kind="stable")
+    words, postings, lengths = _inverted_index(texts)
     label_table = pa.table({
         "label": label_text,
         "start": np.searchsorted(grouped, every, side="left"),
         "stop": np.searchsorted(grouped, every, side="right"),
+        "words": lengths,
         "sorted_hash": hashes[hash_order],
         "by_hash": hash_order.astype(np.int64),
     })
@@ -208,7 +279,31 @@ def _index_labels(labels: pa.Table, links: pa.Table, degrees: pa.Table) -> tuple
     name_table = pa.table({"node": links.column("node").take(take),
                            "name": pc.fill_null(links.column("name").take(take), ""),
                            "degree": _degree_of(node_offsets, degrees)})
-    return label_table.combine_chunks(), name_table.combine_chunks()
+    return label_table.combine_chunks(), name_table.combine_chunks(), words, postings
+
+
+def _inverted_index(texts: list[str]) -> tuple[pa.Table, pa.Table, np.ndarray]:
+    """Per distinct word stem, the labels that contain it and how often; and each label's length."""
+    word_of: list[str] = []
+    label_of: list[int] = []
+    count_of: list[int] = []
+    lengths = np.zeros(len(texts), dtype=np.int32)
+    for offset, text in enumerate(texts):
+        words = label_words(text)
+        lengths[offset] = len(words)
+        for word, count in Counter(words).items():
+            word_of.append(word)
+            label_of.append(offset)
+            count_of.append(count)
+    hashes = hash_keys(word_of)
+    order = np.lexsort((np.asarray(label_of, dtype=np.int64), hashes))
+    hashes = hashes[order]
+    distinct, first = np.unique(hashes, return_index=True)
+    words = pa.table({"hash": distinct, "first": first.astype(np.int64),
+                      "stop": np.append(first[1:], len(hashes)).astype(np.int64)})
+    postings = pa.table({"label": np.asarray(label_of, dtype=np.int32)[order],
+                         "count": np.asarray(count_of, dtype=np.int16)[order]})
+    return words, postings, lengths
 
 
 def _degree_of(node_offsets: np.ndarray, degrees: pa.Table) -> np.ndarray:

@@ -5,21 +5,24 @@ Three sources of candidates, each scored in [0, 1] and merged per node:
 * **exact**: a mention's text is a name or alias of the node (the ``Label`` keys, case and
   spacing ignored; a marked mention may also be a node id). Scored by the mention's prior
   (``mentions.py``), so ``[Ginger Rogers]`` scores 1.0 and a stray n-gram less;
-* **full-text**: Kùzu BM25 over every name and alias (``fulltext.py``), scored by how much
-  of the label the mention covers;
-* **vector**: the FAISS entity index, cosine of the mention's embedding to each name.
+* **full-text**: BM25 over every name and alias (the label table's word index), scored by how
+  much of the label the mention covers;
+* **vector**: the FAISS entity index, cosine of the mention's embedding to each name. It is
+  the source for names written differently from the graph's (misspelt, reordered), so it is
+  asked about the named mentions that no name matches exactly, or about the question's content
+  words when it names nothing (a named mention found exactly needs no fuzzy match, and
+  skipping the encode halves the time of such a link).
 
 A node found several ways keeps its best score plus a small bonus per extra source, and
 a reason string that says how it was found. Ties between namesakes are broken by how
 exactly the case matches and then by degree (a hub is the likelier referent).
 
 Speed (docs/benchmarks.md): names, aliases and full-text hits are resolved to nodes in memory
-(``label_table.py``: Kùzu cannot look up many keys of a question in one indexed query, and joins
-from labels to nodes cost milliseconds each); Kùzu runs the full-text query, and one
-primary-key query per question fetches what the table does not hold (display names of
-vector-only candidates, marked node ids, degrees for ties). The mention embedding and the
-FAISS search run in a worker thread while Kùzu answers the full-text query (both release
-the GIL).
+(``label_table.py``: Kùzu cannot look up many keys of a question in one indexed query, joins
+from labels to nodes cost milliseconds each, and its full-text query alone took 10-35 ms on a
+1M-entity graph); one primary-key query per question fetches what the table does not hold
+(display names of vector-only candidates, marked node ids, degrees for ties). The mention
+embedding and the FAISS search run in a worker thread while the lexical sources are scored.
 """
 from __future__ import annotations
 
@@ -30,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from localkg.errors import IndexMissingError
-from localkg.indexes import fulltext
 from localkg.indexes.build import ENTITIES, embedder_for, index_directory, open_index
 from localkg.indexes.embedding import Embedder
 from localkg.indexes.label_table import LabelTable, label_table_for
@@ -104,7 +106,6 @@ class EntityLinker:
         self.vectors: VectorIndex | None = None
         if VectorIndex.exists(index_directory(kg, ENTITIES)):
             self.vectors = open_index(kg, ENTITIES, embedder.model_name if embedder else None)
-        self.fulltext = _fulltext_ready(kg)
         self._labels: LabelTable | None = None
         self._worker: ThreadPoolExecutor | None = None
 
@@ -135,11 +136,11 @@ class EntityLinker:
             found.setdefault(node_id, _Evidence(name, mention)).add(source, score, reason, mention, name, degree)
 
         marked = mentions[0].how == MARKED
-        vector_hits = self._start_vector_search(question, mentions) if self.vectors is not None else None
         labels = self.labels  # once per call: checking the generation reads the manifest
-        self._exact(mentions, labels, note)
-        if self.fulltext:
-            self._full_text(question, mentions, marked, labels, note)
+        named_exactly = self._exact(mentions, labels, note)
+        vector_hits = (self._start_vector_search(question, mentions, named_exactly)
+                       if self.vectors is not None else None)
+        self._full_text(question, mentions, marked, labels, note)
         if vector_hits is not None:
             self._vector(vector_hits.result(), note)
         ranked = self._rank(found)[:k]
@@ -149,13 +150,15 @@ class EntityLinker:
                 for node_id, evidence, score in ranked]
 
     # ---------------------------------------------------------------- sources
-    def _exact(self, mentions: list[Mention], labels: LabelTable, note: Note) -> None:
+    def _exact(self, mentions: list[Mention], labels: LabelTable, note: Note) -> set[str]:
+        """Note the nodes that mentions name exactly; return the texts of those mentions."""
         by_label: dict[str, Mention] = {}
         for mention in mentions:
             key = schema.normalise_label(mention.text)
             if key not in by_label or by_label[key].weight < mention.weight:
                 by_label[key] = mention
-        for label, nodes in labels.nodes_named(by_label).items():
+        found = labels.nodes_named(by_label)
+        for label, nodes in found.items():
             mention = by_label[label]
             for node in nodes:
                 score = mention.weight + (CASE_BONUS if node.name == mention.text else 0.0)
@@ -163,20 +166,19 @@ class EntityLinker:
                      f"exact name of {mention.how} mention '{mention.text}' (score={score:.3f})", mention.text,
                      node.degree)
         marked_ids = [mention.text for mention in mentions if mention.how == MARKED]
-        for node in self._nodes_by_id(marked_ids).values():
+        by_id = self._nodes_by_id(marked_ids)
+        for node in by_id.values():
             note(node.id, node.name, "exact", 1.0 + CASE_BONUS,
                  f"node id '{node.id}' (score={1.0 + CASE_BONUS:.3f})", node.id)
+        return {m.text for m in mentions if schema.normalise_label(m.text) in found or m.text in by_id}
 
     def _full_text(self, question: str, mentions: list[Mention], marked: bool, labels: LabelTable,
                    note: Note) -> None:
         queries = [(m.text, m.weight) for m in mentions] if marked else [(_content_words(question), 1.0)]
         for text, weight in queries:
             query_words = set(_WORDS.findall(text.casefold()))
-            offsets = fulltext.search_label_offsets(self.kg, text, FULLTEXT_K)
-            if any(offset >= len(labels) for offset, _ in offsets):  # from a load that did not finish
-                labels = self._labels = LabelTable.from_graph(self.kg)
             hits = []
-            for offset, bm25 in offsets:
+            for offset, bm25 in labels.search(text, FULLTEXT_K):
                 label, nodes = labels.label_at(offset) or ("", [])
                 hits.extend((node.id, node.name, label, bm25, node.degree) for node in nodes)
             for node_id, name, label, bm25, degree in sorted(hits, key=lambda hit: (-hit[3], hit[0])):
@@ -189,10 +191,17 @@ class EntityLinker:
                      f"full-text match of '{label}' (BM25 {bm25:.2f}, covered {covered:.2f}, score={score:.3f})",
                      label, degree)
 
-    def _start_vector_search(self, question: str, mentions: list[Mention]) -> Future:
-        """Embed the mentions and search FAISS in a worker thread, while Kùzu answers the rest."""
-        named = [m for m in mentions if m.how in (MARKED, QUOTED, CAPITALISED)][:3]
-        queries = [(m.text, m.weight) for m in named] or [(_content_words(question), 0.7)]
+    def _start_vector_search(self, question: str, mentions: list[Mention], named_exactly: set[str]) -> Future | None:
+        """Embed what no name matched and search FAISS in a worker thread, while the rest is scored.
+
+        The named mentions (marked, quoted, capitalised) that no label matches exactly, or the
+        question's content words when it names nothing; None when every named mention matched.
+        """
+        named = [m for m in mentions if m.how in (MARKED, QUOTED, CAPITALISED)]
+        unmatched = [m for m in named if m.text not in named_exactly][:3]
+        if named and not unmatched:
+            return None
+        queries = [(m.text, m.weight) for m in unmatched] or [(_content_words(question), 0.7)]
         vectors, embedder = self.vectors, self.embedder
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localkg-link")
@@ -253,15 +262,6 @@ def _by_primary_key(kg: KG, template: str, keys: Sequence[str]) -> list[list]:
         query = " UNION ALL ".join(template.format(key=f"$k{i}") for i in range(len(batch)))
         rows.extend(kg.execute(query, {f"k{i}": key for i, key in enumerate(batch)}).get_all())
     return rows
-
-
-def _fulltext_ready(kg: KG) -> bool:
-    """Load Kùzu's bundled FTS extension and say whether the label index exists."""
-    try:
-        fulltext.load_extension(kg)
-        return fulltext.has_index(kg)
-    except RuntimeError:
-        return False
 
 
 def _content_words(question: str) -> str:
