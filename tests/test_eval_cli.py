@@ -77,7 +77,7 @@ def test_eval_metaqa_sample(metaqa_sample, tmp_path: Path) -> None:
 
     expected = [q.id for q in select_questions(read_questions(questions), 8, 3, None)]
     records = lines_of(out / "predictions.jsonl")
-    assert [r["qid"] for r in records] == expected            # the seeded sample, in file order
+    assert [r["qid"] for r in records] == expected            # the seeded sample, in the order drawn
     for record in records:                                     # each line carries its own metric
         score = score_question([Prediction(a["id"], a["name"]) for a in record["answers"]], record["gold"])
         assert record["metrics"] == score.to_json()
@@ -159,3 +159,15 @@ def test_bad_input_is_one_clear_line(metaqa_sample, tmp_path: Path) -> None:
     assert no_reasoner.exit_code == 1 and "no reasoner named 'oracle'" in no_reasoner.output
     no_runs = CliRunner().invoke(main, ["eval", "compare", str(tmp_path)])
     assert no_runs.exit_code == 1 and "holds no summary.json" in no_runs.output
+
+
+def test_the_first_n_of_a_sample_are_a_random_subset_not_the_first_types(tmp_path: Path) -> None:
+    """Dataset files are grouped by question type (MetaQA's are); ``--limit`` must not then mean
+    "the first types only"."""
+    grouped = tmp_path / "grouped.txt"
+    grouped.write_text("".join(f"what is {kind} of [X{i}]\tY{i}\n" for kind in ("a", "b") for i in range(500)))
+    questions = read_questions(grouped)
+    sample = select_questions(questions, 100, 0, None)
+    first = select_questions(questions, 100, 0, 20)
+    assert first == sample[:20] and {q.text.split()[2] for q in first} == {"a", "b"}
+    assert select_questions(questions, 100, 0, None) == sample  # seeded: the same every time

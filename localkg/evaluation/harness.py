@@ -10,8 +10,11 @@ One run writes into its output folder:
 ``report.md``         tables and plots (``localkg.evaluation.report``)
 
 Questions are picked deterministically (``--sample N --seed S`` draws N with a seeded
-generator, kept in file order; ``--limit N`` then keeps the first N), and the LLM is seeded
-with the same seed, so a run can be repeated and resumed.
+generator, in the order drawn; ``--limit N`` then keeps the first N), and the LLM is seeded
+with the same seed, so a run can be repeated and resumed. The order drawn, not file order,
+because dataset files are often grouped by question type (MetaQA's are): the first N of a
+sample in file order would be the first few types only, while the first N drawn are a random
+subset of the sample.
 """
 from __future__ import annotations
 
@@ -110,10 +113,10 @@ class Services:
 
 def select_questions(questions: Sequence[Question], sample: int | None, seed: int,
                      limit: int | None) -> list[Question]:
-    """A seeded sample of ``sample`` questions in file order, then the first ``limit``."""
+    """A seeded sample of ``sample`` questions in the order drawn, then the first ``limit``."""
     chosen = list(questions)
     if sample is not None and sample < len(chosen):
-        picked = sorted(random.Random(seed).sample(range(len(chosen)), sample))
+        picked = random.Random(seed).sample(range(len(chosen)), sample)
         chosen = [chosen[i] for i in picked]
     if limit is not None:
         chosen = chosen[:limit]
