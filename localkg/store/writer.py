@@ -20,7 +20,7 @@ updates, and kuzu 0.11.3 corrupts list values when a list ``SET`` shares a
 transaction with a ``COPY``, or is not separated from later ``COPY``s by a
 checkpoint (rows then read other rows' lists). So these additions are saved
 as Parquet under ``DB/pending/`` before the batch commits and applied when
-the writer closes, in their own transaction between two checkpoints; a
+the writer closes, each file in its own transaction between checkpoints; a
 writer that finds pending files left by a crashed one applies them first.
 Names, descriptions and kinds (scalars) are updated in the batch itself.
 """
@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -164,26 +165,46 @@ class GraphWriter:
                         "WHERE degree > $threshold SET n.hub = true", {"threshold": threshold})
 
     def _apply_pending_lists(self) -> None:
-        """Add the saved aliases and types to stored nodes, isolated by checkpoints (see module doc)."""
+        """Add the saved aliases and types to stored nodes, isolated by checkpoints (see module doc).
+
+        One transaction per pending file (one per write batch), each removed once committed: a
+        single transaction for all of them made Kùzu's memory grow with the dump (an 8M-line
+        load ran out of a 256 MiB buffer pool here). Applying a file twice adds nothing, so a
+        crash between files loses nothing either.
+        """
         files = sorted(self.pending.glob("*.parquet")) if self.pending.is_dir() else []
         if not files:
             return
         self.kg.execute("CHECKPOINT")
-        connection = self.kg._connection
-        connection.execute("BEGIN TRANSACTION")
-        try:
-            for path in files:
+        for path in files:
+            with self._transaction():
                 self.kg.execute(
                     f"LOAD FROM '{_quote_path(path)}' MATCH (n:Node {{id: id}}) SET "
                     "n.aliases = list_distinct(list_concat(coalesce(n.aliases, []), aliases)), "
                     "n.types = list_distinct(list_concat(coalesce(n.types, []), types))")
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        self.kg.execute("CHECKPOINT")
-        for path in files:
+            self.kg.execute("CHECKPOINT")
             path.unlink()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One Kùzu transaction: committed when the block ends, rolled back when it raises.
+
+        Kùzu rolls a transaction back itself when a statement fails (then ``ROLLBACK`` would
+        raise "No active transaction" and hide the real error), so rolling back is attempted
+        only while a transaction is still open.
+        """
+        connection = self.kg._connection
+        connection.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            try:
+                connection.execute("ROLLBACK")
+            except RuntimeError as rollback_error:
+                if "No active transaction" not in str(rollback_error):
+                    raise
+            raise
+        connection.execute("COMMIT")
 
     # ------------------------------------------------------------------ consistency
     def _database_counts(self) -> dict[str, int]:
@@ -224,19 +245,14 @@ class GraphWriter:
         self.staging.mkdir(parents=True, exist_ok=True)
         pending: dict[str, np.ndarray] = {}
         counts = WriteCounts()
-        connection = self.kg._connection
-        connection.execute("BEGIN TRANSACTION")
         try:
-            self._write_relations(batch)
-            new_nodes, updated = self._write_nodes(batch, pending)
-            counts.nodes_added, counts.nodes_updated = new_nodes, updated
-            self._write_labels(batch, pending)
-            counts.facts_added, counts.duplicates, new_facts = self._write_facts(batch, pending)
-            self._write_summaries(new_facts)
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+            with self._transaction():
+                self._write_relations(batch)
+                new_nodes, updated = self._write_nodes(batch, pending)
+                counts.nodes_added, counts.nodes_updated = new_nodes, updated
+                self._write_labels(batch, pending)
+                counts.facts_added, counts.duplicates, new_facts = self._write_facts(batch, pending)
+                self._write_summaries(new_facts)
         finally:
             for path in self.staging.glob("*.parquet"):
                 path.unlink()

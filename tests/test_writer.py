@@ -1,0 +1,47 @@
+"""The bulk write path (`GraphWriter`) on a real Kùzu database: list additions to stored nodes,
+and what a failing statement inside a write leaves behind."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localkg.store import KG
+from localkg.store.writer import FactBatch
+
+
+def _batch(*facts: tuple[str, str, str], **aliases: list[str]) -> FactBatch:
+    batch = FactBatch()
+    for head, relation, tail in facts:
+        batch.add_fact(head, relation, tail)
+    for node_id, names in aliases.items():
+        batch.add_entity(node_id, explicit=True, aliases=names, types=[f"type.{len(names)}"])
+    return batch
+
+
+def test_aliases_added_over_several_writes_are_applied_file_by_file(tmp_path: Path) -> None:
+    with KG.create(tmp_path / "db") as kg:
+        with kg.writer() as writer:
+            writer.write(_batch(("m1", "r", "m2")))
+            for round_number in range(3):  # each write leaves one pending file for stored m1
+                writer.write(_batch(("m1", "r", f"x{round_number}"), m1=[f"alias {round_number}"]))
+            assert len(list(writer.pending.glob("*.parquet"))) == 3
+        assert not list((kg.path / "pending").glob("*.parquet"))
+        node = kg.node("m1")
+        assert sorted(node.aliases) == ["alias 0", "alias 1", "alias 2"] and node.types == ("type.1",)
+        assert kg.node("m2").aliases == ()  # no other row took m1's lists
+
+
+def test_a_failing_statement_raises_its_own_error_and_rolls_the_write_back(tmp_path: Path) -> None:
+    """Kùzu rolls back by itself when a statement fails; the writer must then not hide the error
+    behind "No active transaction for ROLLBACK", and the database must stay usable."""
+    with KG.create(tmp_path / "db") as kg:
+        with kg.writer() as writer:
+            writer.write(_batch(("m1", "r", "m2")))
+            with pytest.raises(RuntimeError) as failure:
+                with writer._transaction():
+                    kg.execute("CREATE (:Node {id: 'm3', kind: 'entity'})")
+                    kg.execute("MATCH (n:Nowhere) RETURN n")
+            assert "No active transaction" not in str(failure.value)
+            writer.write(_batch(("m2", "r", "m4")))
+        assert not kg.has_node("m3") and kg.has_node("m4") and kg.stats().facts == 2
