@@ -26,6 +26,7 @@ run in the main process.
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -33,6 +34,7 @@ import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from collections import Counter, deque
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -330,6 +332,25 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
 
 
 # ---------------------------------------------------------------- the load
+@contextmanager
+def _cyclic_collection_between_writes() -> Iterator[None]:
+    """Run Python's cyclic garbage collector once per write instead of whenever allocations
+    trigger it.
+
+    A write batch is millions of small objects (facts, node records); each automatic full
+    collection walks all of them, and that took 16% of a 2M-line Freebase load (36 s → 30 s
+    without it). Batches are freed by reference counting; the one collection after each write
+    (see ``write_batch``) still reclaims any cycles, so memory stays bounded.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: bool = False,
               workers: int | None = None, max_rejects: int | None = None, progress: bool = True,
               chunk_bytes: int | None = None, batch_bytes: int | None = None) -> LoadReport:
@@ -369,13 +390,14 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     batch_bytes = max(batch_bytes or BATCH_BYTES, chunk_bytes)
     lines_here = 0
     try:
-        with kg.writer() as writer:
+        with kg.writer() as writer, _cyclic_collection_between_writes():
             batch, parsed, state_changed = FactBatch(), [], False
 
             def write_batch() -> None:
                 """Commit the gathered chunks, then record their rejects and the checkpoint."""
                 nonlocal batch, parsed, state_changed, lines_here
                 report.add_written(writer.write(batch))
+                gc.collect()
                 for meta, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines
