@@ -397,7 +397,6 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 """Commit the gathered chunks, then record their rejects and the checkpoint."""
                 nonlocal batch, parsed, state_changed, lines_here
                 report.add_written(writer.write(batch))
-                gc.collect()
                 for meta, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines
@@ -409,6 +408,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 checkpoint.report = report.to_json()
                 store.save(checkpoint, state_changed)
                 batch, parsed, state_changed = FactBatch(), [], False
+                gc.collect()  # once the written batch is dropped, so there is little left to walk
                 bar.update(max(0, meta.compressed - bar.n))
                 elapsed = time.perf_counter() - started
                 bar.set_postfix_str(f"{report.lines_read:,} lines, {lines_here / max(elapsed, 1e-9):,.0f} lines/s",
