@@ -6,8 +6,10 @@ sampled dev question, every relation chain of one or two hops that MetaQA's sche
 the topic's kind is put into words the way ``localkg.reasoners.common.chain_words`` does, scored
 against the question (topic mention removed), and the best chain is compared with the gold
 chain that the question type names (``actor_to_movie_to_director`` → ``starred_actors⁻¹``,
-``directed_by``). Two numbers per depth penalty: top-1 over chains of both lengths, and top-1
-among chains of the gold length only (the depth given by an oracle).
+``directed_by``). Two numbers per chain score and depth penalty: top-1 over chains of both
+lengths, and top-1 among chains of the gold length only (the depth given by an oracle). Besides
+the reasoners' score, two alternatives are measured (``chain_scores``), so that a change of
+chain score can be judged here, without an LLM, before a reasoner uses it.
 
 Prints one JSON object. Usage::
 
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 
 from localkg.indexes.scoring import RelevanceScorer
+from localkg.reasoners.baselines import path_similarities
 from localkg.reasoners.common import IN, OUT, Move, chain_words
 
 METAQA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa"
@@ -34,6 +37,7 @@ KIND_RELATION = {"director": "directed_by", "writer": "written_by", "actor": "st
                  "year": "release_year", "language": "in_language", "genre": "has_genre", "tags": "has_tags",
                  "tag": "has_tags", "imdbrating": "has_imdb_rating", "imdbvotes": "has_imdb_votes"}
 PENALTIES = (0.0, 0.05, 0.1, 0.15, 0.2)
+HOP_GAP_WEIGHT = 0.25
 
 
 def move(relation: str, direction: str) -> Move:
@@ -70,24 +74,36 @@ def sample(hop: int, n: int) -> list[tuple[str, str]]:
     return pairs[:n]
 
 
-def measure(scorer: RelevanceScorer, hop: int, n: int) -> dict[str, dict[str, float]]:
+def chain_scores(scorer: RelevanceScorer, query: str, chains: list[tuple[Move, ...]]) -> dict[str, np.ndarray]:
+    """Each chain scored three ways: the reasoners' ``chain_words`` text; embed-path's bag of
+    relation embeddings (``path_similarities``); and the text score less
+    :data:`HOP_GAP_WEIGHT` x the gap between the chain's best and worst single hop, which
+    should punish a hop the question does not ask for."""
+    text = np.asarray(scorer.score(query, [chain_words(chain) for chain in chains]))
+    bag = path_similarities(scorer, query, [tuple(move.words for move in chain) for chain in chains])
+    hops = [np.asarray(scorer.score(query, [chain_words((move,)) for move in chain])) for chain in chains]
+    gap = text - HOP_GAP_WEIGHT * np.array([h.max() - h.min() for h in hops])
+    return {"chain_words": text, "bag_of_relations": np.asarray(bag), f"hop_gap_{HOP_GAP_WEIGHT}": gap}
+
+
+def measure(scorer: RelevanceScorer, hop: int, n: int) -> dict[str, dict[str, dict[str, float]]]:
     rows = []
     for line, question_type in sample(hop, n):
         query = " ".join(re.sub(r"\[[^\]]*\]", " ", line.split("\t")[0]).split())
         chains = candidate_chains(question_type.split("_to_")[0])
-        scores = scorer.score(query, [chain_words(chain) for chain in chains])
-        gold = gold_chain(question_type)
-        rows.append((chains, np.asarray(scores), gold))
-    report = {}
-    for penalty in PENALTIES:
-        any_length = same_length = 0
-        for chains, scores, gold in rows:
-            lengths = np.array([len(c) for c in chains])
-            any_length += chains[int(np.argmax(scores - penalty * (lengths - 1)))] == gold
-            same = np.flatnonzero(lengths == len(gold))
-            same_length += chains[int(same[np.argmax(scores[same])])] == gold
-        report[f"penalty {penalty}"] = {"top1": round(any_length / len(rows), 3),
-                                        "top1_oracle_depth": round(same_length / len(rows), 3)}
+        rows.append((chains, chain_scores(scorer, query, chains), gold_chain(question_type)))
+    report: dict[str, dict[str, dict[str, float]]] = {}
+    for name in rows[0][1]:
+        for penalty in PENALTIES:
+            any_length = same_length = 0
+            for chains, scored, gold in rows:
+                scores = scored[name]
+                lengths = np.array([len(c) for c in chains])
+                any_length += chains[int(np.argmax(scores - penalty * (lengths - 1)))] == gold
+                same = np.flatnonzero(lengths == len(gold))
+                same_length += chains[int(same[np.argmax(scores[same])])] == gold
+            report.setdefault(name, {})[f"penalty {penalty}"] = {
+                "top1": round(any_length / len(rows), 3), "top1_oracle_depth": round(same_length / len(rows), 3)}
     return report
 
 
