@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 
 from localkg.indexes.stems import stem
 from localkg.store import schema
-from localkg.store.keyset import hash_keys
+from localkg.store.keyset import find_sorted, hash_keys
 from localkg.store.kg import KG
 
 LABELS = "labels"
@@ -127,11 +127,10 @@ class LabelTable:
         keys = list(dict.fromkeys(keys))
         if not keys or len(self) == 0:
             return {}
-        hashes = hash_keys(keys)
-        positions = np.minimum(np.searchsorted(self._sorted_hash, hashes), len(self._sorted_hash) - 1)
+        positions, present = find_sorted(self._sorted_hash, hash_keys(keys))
         found: dict[str, list[LabelledNode]] = {}
-        for key, position, wanted in zip(keys, positions, hashes):
-            if self._sorted_hash[position] != wanted:
+        for key, position, there in zip(keys, positions, present):
+            if not there:
                 continue
             offset = int(self._by_hash[position])
             if self._label[offset].as_py() == key:  # a 64-bit hash collision would fail here
@@ -146,11 +145,8 @@ class LabelTable:
         """
         words = label_words(text)
         words = list(dict.fromkeys([w for w in words if w not in STOPWORDS] or words))
-        if not words or len(self._word_hash) == 0:
-            return []
-        hashes = hash_keys(words)
-        positions = np.minimum(np.searchsorted(self._word_hash, hashes), len(self._word_hash) - 1)
-        found = [int(p) for p, wanted in zip(positions, hashes) if self._word_hash[p] == wanted]
+        positions, present = find_sorted(self._word_hash, hash_keys(words))
+        found = positions[present].tolist()
         if not found:
             return []
         labels, weights = [], []

@@ -8,7 +8,7 @@ import pytest
 
 MODULES = ["localkg.store.kg", "localkg.store.labels", "localkg.store.schema", "localkg.loaders.triples",
            "localkg.loaders.freebase", "localkg.loaders.ntriples", "localkg.loaders.wikidata",
-           "localkg.evaluation.metrics"]
+           "localkg.evaluation.metrics", "localkg.store.keyset", "localkg.indexes.label_table"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -33,6 +33,20 @@ def hash_keys(keys: Iterable[str]) -> np.ndarray:
     )
 
 
+def find_sorted(sorted_hashes: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``hashes`` would sit in the ascending ``sorted_hashes``, clamped to a valid
+    position, and a mask of those that are there.
+
+    >>> positions, found = find_sorted(np.array([3, 7, 9], dtype=np.uint64), np.array([7, 8, 10], dtype=np.uint64))
+    >>> positions.tolist(), found.tolist()
+    ([1, 2, 2], [True, False, False])
+    """
+    if len(sorted_hashes) == 0:
+        return np.zeros(len(hashes), dtype=np.int64), np.zeros(len(hashes), dtype=bool)
+    positions = np.minimum(np.searchsorted(sorted_hashes, hashes), len(sorted_hashes) - 1)
+    return positions, np.asarray(sorted_hashes[positions]) == hashes
+
+
 class KeySet:
     """A set of uint64 hashes stored as sorted runs in one directory."""
 
@@ -55,11 +69,7 @@ class KeySet:
         """A boolean mask: which of ``hashes`` are already in the set."""
         found = np.zeros(len(hashes), dtype=bool)
         for run in self._runs:
-            if len(run) == 0:
-                continue
-            positions = np.searchsorted(run, hashes)
-            positions[positions == len(run)] = len(run) - 1
-            found |= np.asarray(run[positions]) == hashes
+            found |= find_sorted(run, hashes)[1]
         return found
 
     def add(self, hashes: np.ndarray) -> None:
