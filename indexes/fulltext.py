@@ -33,25 +33,13 @@ def build_index(kg: KG) -> bool:
     return True
 
 
-def search(kg: KG, text: str, k: int = 10) -> list[tuple[str, str, str, float]]:
-    """Nodes whose labels share words with ``text``: (node id, node name, label, BM25 score), best first."""
-    if not text.strip():
-        return []
-    rows = kg.execute(
-        f"CALL QUERY_FTS_INDEX('Label', '{INDEX_NAME}', $text, top := $k) "
-        "WITH node AS label, score MATCH (label)-[:Names]->(n:Node) "
-        "RETURN n.id, n.name, label.id, score ORDER BY score DESC, n.id",
-        {"text": text, "k": int(k)},
-    ).get_all()
-    return [(r[0], r[1] or "", r[2], float(r[3])) for r in rows]
-
-
 def search_label_offsets(kg: KG, text: str, k: int = 10) -> list[tuple[int, float]]:
     """Labels that share words with ``text``, as (Kùzu offset of the ``Label`` row, BM25), best first.
 
     Returning the offset rather than ``node.id`` keeps Kùzu from hash-joining the hits with a
-    scan of the whole ``Label`` table; ``label_table.LabelTable.label_at`` turns an offset into
-    the label and its nodes.
+    scan of the whole ``Label`` table. The linker runs its own BM25 on the label table
+    (``LabelTable.search``, faster); this query is the reference that tests and
+    ``bench/linking.py`` compare it with.
     """
     if not text.strip():
         return []

@@ -377,20 +377,16 @@ def best_relation_ends(triples: Sequence[Triple], levels: dict[str, int], scores
                        sources: set[str], limit: int) -> list[Answer]:
     """The far ends (by BFS ``levels``) of the best-scoring triple and of every triple that leaves
     the same near node by the same relation, best score first; sources are never answers."""
-    def ends(triple: Triple) -> tuple[Node, Node]:
-        return near_and_far(triple, levels)
-
-    candidates = [t for t in triples if ends(t)[1].id not in sources]
+    candidates = [(t, *near_and_far(t, levels), scores.get(triple_key(t), 0.0)) for t in triples]
+    candidates = [c for c in candidates if c[2].id not in sources]
     if not candidates:
         return []
-    best = max(candidates, key=lambda t: scores.get(triple_key(t), 0.0))
-    near, _far = ends(best)
-    siblings = sorted((t for t in candidates if t.relation == best.relation and ends(t)[0].id == near.id),
-                      key=lambda t: -scores.get(triple_key(t), 0.0))
+    best, best_near, _far, _score = max(candidates, key=lambda c: c[3])
+    siblings = sorted((c for c in candidates if c[0].relation == best.relation and c[1].id == best_near.id),
+                      key=lambda c: -c[3])
     answers: dict[str, Answer] = {}
-    for triple in siblings:
-        far = ends(triple)[1]
-        answers.setdefault(far.id, Answer(far.id, far.display, round(scores.get(triple_key(triple), 0.0), 6)))
+    for _triple, _near, far, score in siblings:
+        answers.setdefault(far.id, Answer(far.id, far.display, round(score, 6)))
     return list(answers.values())[:limit]
 
 
