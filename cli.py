@@ -322,6 +322,9 @@ def train_group() -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--kappa", type=click.IntRange(min=1), default=10, show_default=True,
               help="Negatives per positive, from the 1-hop neighbourhood of the gold paths.")
+@click.option("--far-kappa", "far_kappa", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Negatives per positive from the rest of the question's neighbourhood (0: the paper's "
+                   "near negatives only).")
 @click.option("--sample", type=click.IntRange(min=1), help="Train on a seeded sample of N questions per file.")
 @click.option("--exclude-sample", "exclude_sample", type=click.IntRange(min=1),
               help="Leave out the questions `localkg eval --sample N --seed S` asks (keep evaluation unseen).")
@@ -333,7 +336,8 @@ def train_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the training report as JSON.")
 @friendly_errors
 def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None, epochs: int, lr: float,
-              weight_decay: float, batch_size: int, kappa: int, sample: int | None, exclude_sample: int | None,
+              weight_decay: float, batch_size: int, kappa: int, far_kappa: int,
+              sample: int | None, exclude_sample: int | None,
               exclude_seed: int, seed: int, device: str | None, threads: int | None, as_json: bool) -> None:
     """Train the FoG foresight triple scorer on questions with gold paths (frozen encoder)."""
     import torch
@@ -353,11 +357,12 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
         if not as_json:
             click.echo(f"epoch {epoch.epoch}: train loss {epoch.train_loss:.4f}, held-out loss "
                        f"{epoch.validation_loss:.4f}, positives {epoch.positive_score:.3f} / negatives "
-                       f"{epoch.negative_score:.3f}, recall@tau_p {epoch.recall_at_tau_p:.3f}", err=True)
+                       f"{epoch.negative_score:.3f}, recall@tau_p {epoch.recall_at_tau_p:.3f}, best triple on a "
+                       f"gold path {epoch.top1_positive:.3f}", err=True)
 
     with KG.open(db, read_only=True) as kg:
         target = out or default_checkpoint(kg.path)
-        report = train_from_files(kg, selection, config, target, limits=SupervisionLimits(kappa=kappa),
+        report = train_from_files(kg, selection, config, target, limits=SupervisionLimits(kappa=kappa, far_kappa=far_kappa),
                                   progress=not as_json, on_epoch=show)
     if as_json:
         echo_json(report.to_json())

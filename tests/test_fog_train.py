@@ -32,7 +32,7 @@ def test_metaqa_question_types_give_relation_paths():
         metaqa_relation_path("actor_to_director")
 
 
-def test_positives_are_the_gold_path_and_negatives_its_neighbourhood(metaqa_kg, shared):
+def test_positives_are_the_gold_path_and_negatives_near_and_far_from_it(metaqa_kg, shared):
     question = metaqa_question(shared, 2, 1)  # languages of the films directed by [Joel Zwick] → Greek
     assert question.qtype == "director_to_movie_to_language"
     example = build_example(metaqa_kg, question, resolve_topics(metaqa_kg, question), random.Random(0))
@@ -40,10 +40,17 @@ def test_positives_are_the_gold_path_and_negatives_its_neighbourhood(metaqa_kg, 
     assert positives == {("My Big Fat Greek Wedding", "directed_by", "Joel Zwick"),
                          ("My Big Fat Greek Wedding", "in_language", "Greek")}
     negatives = [t for t, y in zip(example.triples, example.labels) if y == 0.0]
-    assert 0 < len(negatives) <= 10 * len(positives)
     assert not {triple_key(t) for t in negatives} & positives
     path_nodes = {"Joel Zwick", "My Big Fat Greek Wedding", "Greek"}
-    assert all(t.head.id in path_nodes or t.tail.id in path_nodes for t in negatives)
+    near = [t for t in negatives if t.head.id in path_nodes or t.tail.id in path_nodes]
+    far = [t for t in negatives if t not in near]
+    assert 0 < len(near) <= 10 * len(positives) and 0 < len(far) <= 10 * len(positives)
+    # far negatives lie beyond the path's first hop: what teaches the scorer that distance matters
+    assert all(max(example.levels[t.head.id], example.levels[t.tail.id]) >= 2 for t in far)
+    without_far = build_example(metaqa_kg, question, resolve_topics(metaqa_kg, question), random.Random(0),
+                                SupervisionLimits(far_kappa=0))
+    assert all(t.head.id in path_nodes or t.tail.id in path_nodes
+               for t, y in zip(without_far.triples, without_far.labels) if y == 0.0)
     assert example.levels["Joel Zwick"] == 0 and example.levels["My Big Fat Greek Wedding"] == 1
     assert example.levels["Greek"] == 2
     # off-path branches continue too, so "has onward triples" does not give the label away

@@ -3,7 +3,13 @@
 FoG trains on triples: those on an answer-supporting path are positives, and
 ``kappa`` times as many triples sampled from the 1-hop neighbourhood of those
 paths are negatives; the graph around them is the question's BFS
-neighbourhood, as the reasoner's expansion sees it. The gold relation path
+neighbourhood, as the reasoner's expansion sees it. One addition to the paper:
+``far_kappa`` times as many negatives are sampled from the rest of that
+neighbourhood. Without them the scorer never learns that a gold *relation* at
+the wrong *distance* is wrong: MetaQA's 3-hop questions end in ``release_year``
+triples two hops out, so a scorer trained on near negatives only ranked other
+films' release years above the topic film's own for "when was X released"
+(docs/reasoners.md). The gold relation path
 comes from the dataset:
 
 * PathQuestion and WC2014 name it (``meta["relation_path"]``; WC2014's conjunctive
@@ -51,10 +57,11 @@ class SupervisionLimits:
     """Caps that keep one question's example small on hub-heavy graphs."""
 
     kappa: int = 10
+    far_kappa: int = 10
     neighbors_per_node: int = 200
     nodes_per_layer: int = 500
     max_answers: int = 10
-    max_negatives: int = 400
+    max_negatives: int = 400  # near and far each take at most half
     hops: int = 3
     context_per_node: int = 30
     context_frontier: int = 3
@@ -182,8 +189,11 @@ def build_example(kg: KG, question: Any, topics: Sequence[str], rng: random.Rand
                if triple_key(t) not in positives]
     on_path = {end for t in positives.values() for end in (t.head.id, t.tail.id)}
     near = [t for t in context if t.head.id in on_path or t.tail.id in on_path]
-    chosen = {triple_key(t) for t in rng.sample(near, min(limits.kappa * len(positives), limits.max_negatives,
-                                                           len(near)))}
+    far = [t for t in context if t.head.id not in on_path and t.tail.id not in on_path]
+    chosen: set[TripleKey] = set()
+    for pool, kappa in ((near, limits.kappa), (far, limits.far_kappa)):
+        wanted = min(kappa * len(positives), limits.max_negatives // 2, len(pool))
+        chosen |= {triple_key(t) for t in rng.sample(pool, wanted)}
     triples = list(positives.values()) + context
     labels = [1.0] * len(positives) + [0.0 if triple_key(t) in chosen else -1.0 for t in context]
     return QuestionGraph(questions=[question.text], triples=triples, levels=bfs_levels(sources, triples),
