@@ -8,7 +8,8 @@ import pytest
 
 MODULES = ["localkg.store.kg", "localkg.store.labels", "localkg.store.schema", "localkg.loaders.triples",
            "localkg.loaders.freebase", "localkg.loaders.ntriples", "localkg.loaders.wikidata",
-           "localkg.evaluation.metrics", "localkg.store.keyset", "localkg.indexes.label_table"]
+           "localkg.evaluation.metrics", "localkg.store.keyset", "localkg.indexes.label_table",
+           "localkg.reasoners.fog"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -21,7 +21,8 @@ from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
 from localkg.errors import LocalKGError
-from localkg.reasoners.fog import FoGReasoner, _answer_options, check_update
+from localkg.fog.features import triple_key
+from localkg.reasoners.fog import FoGReasoner, _answer_options, answer_scores, check_update
 from localkg.store.model import Node, Triple
 
 QUESTION = "Who directed Top Hat?"
@@ -81,14 +82,29 @@ def test_with_an_empty_memory_the_model_sees_the_best_triples_below_tau_p_too(de
     assert later and not set(later[0]) & set(first)  # still nothing in memory: the next best, none shown twice
 
 
-def test_without_a_predicted_answer_the_best_triples_relation_gives_every_answer(demo_kg, scorer):
+def test_answers_are_the_ends_of_the_best_scoring_paths(demo_kg, scorer):
+    class WriterFirst(FixedScores):
+        def refined(self, questions, triples, levels):
+            return np.array([0.9 if t.relation == "written_by" else 0.3 if t.relation == "directed_by" else 0.2
+                             for t in triples])
+
     llm = ScriptedLLM()  # predicts nothing
     reasoner = fog(demo_kg, scorer, llm, rounds=1)
-    reasoner.triple_scorer = lambda question, topics: FixedScores()
+    reasoner.triple_scorer = lambda question, topics: WriterFirst()
     result = reasoner.answer("Who wrote Top Hat?", ["Top Hat"])
-    assert any("graph-side fallback" in note for note in result.notes)
-    expected = {t.tail.id for t in demo_kg.triples("Top Hat") if t.relation == result.evidence[0].steps[0].triple.relation}
-    assert {a.id for a in result.answers} == expected
+    assert any("ends of the best-scoring paths (the model predicted none)" in note for note in result.notes)
+    writers = {t.tail.id for t in demo_kg.triples("Top Hat") if t.relation == "written_by"}
+    assert len(writers) > 1 and {a.id for a in result.answers} == writers  # every writer, nothing else
+
+
+def test_an_answer_supported_from_every_topic_entity_ranks_first():
+    fred, ginger = Node("Fred Astaire", "Fred Astaire"), Node("Ginger Rogers", "Ginger Rogers")
+    top_hat, roberta = Node("Top Hat", "Top Hat"), Node("Roberta", "Roberta")
+    triples = [Triple(top_hat, "starred_actors", fred), Triple(top_hat, "starred_actors", ginger),
+               Triple(roberta, "starred_actors", fred)]
+    scores = {triple_key(triples[0]): 0.6, triple_key(triples[1]): 0.6, triple_key(triples[2]): 0.9}
+    answers = answer_scores(triples, scores, ["Fred Astaire", "Ginger Rogers"], 5, within=0.0)
+    assert [a.name for a in answers] == ["Top Hat", "Roberta"]  # Roberta scores higher from Fred alone
 
 
 def test_selected_triples_join_memory_and_rejected_ones_are_masked(demo_kg, scorer):
@@ -138,7 +154,7 @@ def test_output_not_copied_from_the_input_is_dropped(demo_kg, scorer):
     result = fog(demo_kg, scorer, llm, rounds=1).answer(QUESTION, ["Top Hat"])
     assert any("dropped output not copied" in n and "Alfred Hitchcock" in n for n in result.notes)
     assert "Alfred Hitchcock" not in [a.name for a in result.answers]
-    assert any("graph-side fallback" in n for n in result.notes)
+    assert any("the model predicted none" in n for n in result.notes)
     update = check_update({"selected_triplets": ["(Top Hat, directed_by, Mark Sandrich)", "(made, up, triple)"],
                            "predict_answer": ["Mark Sandrich"]}, {"(Top Hat, directed_by, Mark Sandrich)": None},
                           {"Mark Sandrich": "node"})
@@ -152,7 +168,7 @@ def test_search_stops_one_round_after_the_first_answer(demo_kg, scorer):
                 "subsequent_question": ["Anything else?"]}
 
     answering = ScriptedLLM(script)
-    result = fog(demo_kg, scorer, answering, rounds=4).answer(QUESTION, ["Top Hat"])
+    result = fog(demo_kg, scorer, answering, rounds=4, answer_from="model").answer(QUESTION, ["Top Hat"])
     assert [c.step for c in answering.calls] == ["memory_update", "memory_update"]
     assert result.answers and all(demo_kg.has_node(a.id) for a in result.answers)
     first, second = [json.loads(c.output)["predict_answer"][0] for c in answering.calls]
@@ -162,6 +178,29 @@ def test_search_stops_one_round_after_the_first_answer(demo_kg, scorer):
                                              "subsequent_question": ["What else?"]}] * 4})
     fog(demo_kg, scorer, silent, rounds=3).answer(QUESTION, ["Top Hat"])
     assert len([c for c in silent.calls if c.step == "memory_update"]) == 3
+
+
+def test_graph_answers_lead_unless_the_model_is_asked_to(demo_kg, scorer):
+    """The 270M model's predicted answer is worse than the scorer's best triple (docs/reasoners.md):
+    by default it is noted, not used; ``answer_from=model`` restores the paper's rule."""
+    class DirectorFirst(FixedScores):
+        def refined(self, questions, triples, levels):
+            return np.array([0.95 if t.relation == "directed_by" else 0.8 if t.relation == "written_by" else 0.6
+                             for t in triples])
+
+    def run(**settings):
+        llm = ScriptedLLM({"memory_update": [{"selected_triplets": [], "predict_answer": ["Allan Scott"],
+                                              "subsequent_question": ["Who else?"]}]})
+        reasoner = fog(demo_kg, scorer, llm, rounds=1, llm_triples=30, **settings)
+        reasoner.triple_scorer = lambda question, topics: DirectorFirst()
+        return reasoner.answer(QUESTION, ["Top Hat"])
+
+    graph = run()
+    assert graph.answers[0].name == "Mark Sandrich"
+    assert any("(the model predicted ['Allan Scott'])" in n for n in graph.notes)
+    assert [a.name for a in run(answer_from="model").answers] == ["Allan Scott"]
+    with pytest.raises(LocalKGError, match="answer_from must be one of graph, model"):
+        fog(demo_kg, scorer, ScriptedLLM(), answer_from="llm")
 
 
 def test_fallback_without_checkpoint_and_trained_scorer_with_one(demo_kg, scorer, tmp_path):
