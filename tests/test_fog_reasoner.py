@@ -180,6 +180,15 @@ def test_search_stops_one_round_after_the_first_answer(demo_kg, scorer):
     assert len([c for c in silent.calls if c.step == "memory_update"]) == 3
 
 
+def test_defaults_cost_at_most_two_model_calls(demo_kg, scorer):
+    silent = ScriptedLLM({"memory_update": [{"selected_triplets": [], "predict_answer": [],
+                                             "subsequent_question": ["What else?"]}] * 3})
+    reasoner = FoGReasoner(Context(demo_kg, llm_factory=lambda: silent, scorer_factory=lambda: scorer))
+    result = reasoner.answer(QUESTION, ["Top Hat"])
+    assert [c.step for c in silent.calls] == ["decompose", "memory_update"]  # R = 1: decomposition + one round
+    assert result.answers
+
+
 def test_graph_answers_lead_unless_the_model_is_asked_to(demo_kg, scorer):
     """The 270M model's predicted answer is worse than the scorer's best triple (docs/reasoners.md):
     by default it is noted, not used; ``answer_from=model`` restores the paper's rule."""
