@@ -79,10 +79,9 @@ def render_triple(triple: Triple) -> str:
 
 @dataclass
 class Expansion:
-    """The expanded subgraph of one round: kept triples, their initial scores, node levels."""
+    """The expanded subgraph of one round: kept triples and node levels."""
 
     triples: list[Triple] = field(default_factory=list)
-    initial: list[float] = field(default_factory=list)
     levels: dict[str, int] = field(default_factory=dict)
     scored: int = 0
 
@@ -117,7 +116,7 @@ class FoGReasoner(Reasoner):
         "llm_triples": 30,
         "max_selected": 5,
         "max_answers": 5,
-        "answer_from": "graph",    # "graph": best-scoring triples' ends; "model": the paper's predicted answer
+        "answer_from": "graph",    # "graph": ends of the best-scoring paths; "model": the paper's predicted answer
         "device": "",
         "relation_filter": DEFAULT_RELATION_FILTER,
     }
@@ -282,7 +281,6 @@ class FoGReasoner(Reasoner):
                 triple = triples[index]
                 kept.add(triple_key(triple))
                 expansion.triples.append(triple)
-                expansion.initial.append(float(scores[index]))
                 for end in (triple.head, triple.tail):
                     if end.id not in expansion.levels:
                         expansion.levels[end.id] = levels[end.id]
