@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from localkg import prompts
+from localkg.errors import LocalKGError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
 from localkg.reasoners.dtkg import CHAIN, PARALLEL, ChainPath, DTKGReasoner, is_administrative
@@ -129,6 +130,23 @@ def test_parallel_links_subjects_and_verifies_or_rewrites(demo_kg, scorer):
     result = dtkg(demo_kg, scorer, verifying).answer(QUESTION, ["Top Hat"])
     assert "rewrite" not in [c.step for c in verifying.calls]
     assert any(n.endswith("verified") for n in result.notes)
+
+
+def test_answers_keep_the_graph_order_unless_the_model_is_asked_to_pick(demo_kg, scorer):
+    """The 270M model's pick among the top paths' ends was right half as often as the graph's
+    order (docs/reasoners.md): by default it is not asked; ``answer_from=model`` asks it."""
+    def run(**settings):
+        llm = ScriptedLLM({"classify": [True], "sufficient": [True], "answer": [[1]]})
+        return llm, dtkg(demo_kg, scorer, llm, d_max=2, max_expansions=3, **settings).answer(QUESTION, ["Top Hat"])
+
+    silent, graph = run()
+    asked, model = run(answer_from="model")
+    assert "answer" not in [c.step for c in silent.calls] and "answer" in [c.step for c in asked.calls]
+    assert len(graph.answers) > 1 and [a.score for a in graph.answers] == sorted((a.score for a in graph.answers),
+                                                                                  reverse=True)
+    assert model.answers[0].id == graph.answers[1].id   # the model's pick (option 2) moved first
+    with pytest.raises(LocalKGError, match="answer_from must be one of graph, model"):
+        dtkg(demo_kg, scorer, ScriptedLLM(), answer_from="llm")
 
 
 @pytest.mark.model

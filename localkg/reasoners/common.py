@@ -219,3 +219,15 @@ def ask_yes_no(llm: Any, prompt: str, *, step: str, notes: list[str]) -> tuple[b
     except LocalKGError as error:
         notes.append(f"{step}: model call failed ({error}); read as no")
         return False, 0.0
+
+
+#: Who orders a reasoner's final answers (fog, dtkg): ``graph``, the graph-side scores, or
+#: ``model``, the LLM's pick as the papers have it. With the bundled 270M model the pick was
+#: wrong about twice as often as the graph's order (docs/reasoners.md has the measurements).
+ANSWER_SOURCES = ("graph", "model")
+
+
+def check_answer_from(reasoner: str, value: str) -> None:
+    """Refuse an ``answer_from`` setting that is not one of :data:`ANSWER_SOURCES`."""
+    if value not in ANSWER_SOURCES:
+        raise LocalKGError(f"{reasoner}: answer_from must be one of {', '.join(ANSWER_SOURCES)}, not {value!r}")

@@ -17,7 +17,9 @@ question to one of two branches:
   similarity; the subject's triples are ranked by cosine similarity (top
   ``top_n`` = N = 50), re-ranked, combined as above; the best triple verifies
   the fact or the fact is rewritten from it; the answer is read off the best
-  triples (the LLM picks which of their entities answers).
+  triples (the LLM picks which of their entities answers, with
+  ``answer_from=model``; by default the graph's order stands, see
+  docs/reasoners.md).
 
 The **denoiser** drops relations whose label contains ID, source, version or
 metadata (as a word, so ``video`` stays), and relations the LLM scores as
@@ -41,7 +43,8 @@ from localkg import prompts
 from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import readable_relation, split_answers
-from localkg.reasoners.common import DEFAULT_RELATION_FILTER, relation_filter, triple_words, without_mentions
+from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, check_answer_from, relation_filter, triple_words,
+                                     without_mentions)
 from localkg.store.model import IN, OUT, Node, Path, Step, Triple
 
 PROMPTS = "dtkg"
@@ -114,10 +117,15 @@ class DTKGReasoner(Reasoner):
         "top_paths": 3,
         "max_facts": 2,
         "max_answers": 5,
+        "answer_from": "graph",    # "graph": answers in score order; "model": the LLM picks the first (the paper)
         "early_stop": True,
         "sufficient_p": 0.7,       # P(yes) that stops the search (see docs/reasoners.md: measured)
         "relation_filter": DEFAULT_RELATION_FILTER,
     }
+
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        check_answer_from(self.name, self.config["answer_from"])
 
     # ------------------------------------------------------------------ routing
     def classify(self, question: str, result: Result) -> str:
@@ -304,6 +312,11 @@ class DTKGReasoner(Reasoner):
         result.answers = [Answer(n.id, n.display, s) for n, s in ordered[:int(self.config["max_answers"])]]
 
     def _pick(self, prompt: str, options: list[str], step: str, result: Result) -> int | None:
+        """The option the LLM puts first, or ``None`` for the graph's order: always with
+        ``answer_from=graph``, and when the call fails."""
+        if self.config["answer_from"] == "graph":
+            result.notes.append(f"{step}: graph order (answer_from=graph; the model is not asked)")
+            return None
         if len(options) < 2:
             return 0 if options else None
         try:

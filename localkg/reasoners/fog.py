@@ -65,11 +65,10 @@ from localkg.errors import LocalKGError
 from localkg.fog.features import TripleKey, bfs_levels, triple_key
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.common import DEFAULT_RELATION_FILTER, relation_filter, without_mentions
+from localkg.reasoners.common import DEFAULT_RELATION_FILTER, check_answer_from, relation_filter, without_mentions
 from localkg.store.model import Node, Path, Step, Triple
 
 PROMPTS = "fog"
-ANSWER_SOURCES = ("graph", "model")
 
 
 def render_triple(triple: Triple) -> str:
@@ -123,9 +122,7 @@ class FoGReasoner(Reasoner):
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
-        if self.config["answer_from"] not in ANSWER_SOURCES:
-            raise LocalKGError(f"fog: answer_from must be one of {', '.join(ANSWER_SOURCES)}, "
-                               f"not {self.config['answer_from']!r}")
+        check_answer_from(self.name, self.config["answer_from"])
         self._trained: TrainedTripleScorer | None = None
         self._checked_checkpoint = False
 
