@@ -362,8 +362,8 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
 
     with KG.open(db, read_only=True) as kg:
         target = out or default_checkpoint(kg.path)
-        report = train_from_files(kg, selection, config, target, limits=SupervisionLimits(kappa=kappa, far_kappa=far_kappa),
-                                  progress=not as_json, on_epoch=show)
+        limits = SupervisionLimits(kappa=kappa, far_kappa=far_kappa)
+        report = train_from_files(kg, selection, config, target, limits=limits, progress=not as_json, on_epoch=show)
     if as_json:
         echo_json(report.to_json())
     else:

@@ -107,23 +107,32 @@ def build_examples(kg: KG, questions: Sequence[tuple[Any, list[str]]], limits: S
     return examples, skipped
 
 
-def _loss(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: TextVectors,
-          device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Summed BCE of the initial and refined scores over the labelled triples (label -1 = context
-    only), the two score vectors of those triples, their labels, and per graph whether its
-    best-refined triple (context included) is a positive."""
+def _forward(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: TextVectors,
+             device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Initial and refined logits of every triple of ``graphs``, their labels (-1 = context only)
+    and the index of each triple's graph."""
     tensors = build_tensors(graphs, vectors).to(device)
     labels = torch.tensor([y for g in graphs for y in g.labels or []], dtype=torch.float32, device=device)
     initial, refined = model(tensors)
-    best = torch.full((len(graphs),), float("-inf"), device=device).scatter_reduce(
-        0, tensors.edge_graph, refined, reduce="amax", include_self=True)
-    top_positive = torch.zeros(len(graphs), device=device).scatter_reduce(
-        0, tensors.edge_graph, ((refined == best[tensors.edge_graph]) & (labels > 0.5)).float(), reduce="amax")
+    return initial, refined, labels, tensors.edge_graph
+
+
+def _loss(initial: torch.Tensor, refined: torch.Tensor,
+          labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Summed BCE of the initial and refined scores over the labelled triples (label -1 = context
+    only), the two score vectors of those triples, and their labels."""
     scored = labels >= 0
     initial, refined, labels = initial[scored], refined[scored], labels[scored]
     bce = nn.functional.binary_cross_entropy_with_logits
-    return (bce(initial, labels) + bce(refined, labels), torch.sigmoid(initial), torch.sigmoid(refined), labels,
-            top_positive)
+    return bce(initial, labels) + bce(refined, labels), torch.sigmoid(initial), torch.sigmoid(refined), labels
+
+
+def _best_is_positive(refined: torch.Tensor, labels: torch.Tensor, graph: torch.Tensor, graphs: int) -> torch.Tensor:
+    """Per graph, 1 when its best-refined triple (context included) is a positive, else 0."""
+    best = torch.full((graphs,), float("-inf"), device=refined.device).scatter_reduce(
+        0, graph, refined, reduce="amax", include_self=True)
+    return torch.zeros(graphs, device=refined.device).scatter_reduce(
+        0, graph, ((refined == best[graph]) & (labels > 0.5)).float(), reduce="amax")
 
 
 def _batches(items: Sequence[QuestionGraph], size: int, rng: random.Random | None) -> list[list[QuestionGraph]]:
@@ -142,8 +151,9 @@ def evaluate(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: T
     model.eval()
     losses, positives, negatives, initial_positives, tops = [], [], [], [], []
     for batch in _batches(graphs, config.batch_size, None):
-        loss, initial, refined, labels, top_positive = _loss(model, batch, vectors, device)
-        tops.append(top_positive)
+        initial, refined, labels, graph = _forward(model, batch, vectors, device)
+        tops.append(_best_is_positive(refined, labels, graph, len(batch)))
+        loss, initial, refined, labels = _loss(initial, refined, labels)
         labels = labels > 0.5
         losses.append(float(loss))
         positives.append(refined[labels])
@@ -189,7 +199,7 @@ def train_scorer(examples: Sequence[QuestionGraph], vectors: TextVectors, config
         total, count = 0.0, 0
         batches = _batches(training, config.batch_size, rng)
         for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress):
-            loss, *_scores = _loss(model, batch, vectors, device)
+            loss, *_scores = _loss(*_forward(model, batch, vectors, device)[:3])
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()

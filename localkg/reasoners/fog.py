@@ -210,10 +210,9 @@ class FoGReasoner(Reasoner):
                 break
             sub_questions = update.follow_ups or sub_questions
         model_answers = [Answer(n.id, n.display, 1.0) for n in answers[:int(self.config["max_answers"])]]
-        graph_answers = self.graph_answers(scorer, question, list(seen.values()), set(sources))
-        if self.config["answer_from"] == "model" and model_answers:
-            result.answers = model_answers
-        elif graph_answers:
+        graph_answers = ([] if self.config["answer_from"] == "model" and model_answers
+                         else self.graph_answers(scorer, question, list(seen.values()), set(sources)))
+        if graph_answers:
             result.answers = graph_answers
             result.notes.append("answers: the ends of the best-scoring paths"
                                 + (f" (the model predicted {[a.name for a in model_answers]})" if model_answers
