@@ -358,7 +358,7 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
             click.echo(f"epoch {epoch.epoch}: train loss {epoch.train_loss:.4f}, held-out loss "
                        f"{epoch.validation_loss:.4f}, positives {epoch.positive_score:.3f} / negatives "
                        f"{epoch.negative_score:.3f}, recall@tau_p {epoch.recall_at_tau_p:.3f}, best triple on a "
-                       f"gold path {epoch.top1_positive:.3f}", err=True)
+                       f"gold path {epoch.top1_positive:.3f}, answer distance {epoch.distance_accuracy:.3f}", err=True)
 
     with KG.open(db, read_only=True) as kg:
         target = out or default_checkpoint(kg.path)

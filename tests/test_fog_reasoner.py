@@ -56,6 +56,9 @@ class FixedScores:
     def refined(self, questions, triples, levels):
         return np.array([0.9 if t.relation in ("directed_by", "written_by") else 0.6 for t in triples])
 
+    def answer_distance(self, question):
+        return None
+
 
 def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer):
     llm = ScriptedLLM()
@@ -104,7 +107,38 @@ def test_an_answer_supported_from_every_topic_entity_ranks_first():
                Triple(roberta, "starred_actors", fred)]
     scores = {triple_key(triples[0]): 0.6, triple_key(triples[1]): 0.6, triple_key(triples[2]): 0.9}
     answers = answer_scores(triples, scores, ["Fred Astaire", "Ginger Rogers"], 5, within=0.0)
-    assert [a.name for a in answers] == ["Top Hat", "Roberta"]  # Roberta scores higher from Fred alone
+    assert [a.name for a in answers] == ["Top Hat"]  # Roberta scores higher, from Fred alone: not an answer
+
+
+def test_the_predicted_distance_weights_answers_by_their_hops():
+    ginger, top_hat, sandrich = Node("Ginger Rogers", "Ginger Rogers"), Node("Top Hat", "Top Hat"), \
+        Node("Mark Sandrich", "Mark Sandrich")
+    triples = [Triple(top_hat, "starred_actors", ginger), Triple(top_hat, "directed_by", sandrich)]
+    scores = {triple_key(triples[0]): 0.9, triple_key(triples[1]): 0.8}
+    one_hop = answer_scores(triples, scores, ["Ginger Rogers"], 5, distance=[0.0, 0.9, 0.1])
+    two_hops = answer_scores(triples, scores, ["Ginger Rogers"], 5, distance=[0.0, 0.1, 0.9])
+    assert [a.name for a in one_hop] == ["Top Hat"] and [a.name for a in two_hops] == ["Mark Sandrich"]
+    assert answer_scores(triples, scores, ["Ginger Rogers"], 5, distance=[1.0]) == []  # nothing at distance 0
+
+
+def test_with_two_topic_entities_triples_to_the_other_one_are_kept(demo_kg, scorer):
+    """Below tau_e, a triple from a node the expansion reached to another topic entity is kept:
+    it is the support a conjunctive question asks for. Other low triples stay out."""
+    class FredOnly(FixedScores):
+        def initial(self, questions, triples, levels):
+            return np.array([0.5 if "Fred Astaire" in (t.head.id, t.tail.id) else 0.05 for t in triples])
+
+    reasoner = fog(demo_kg, scorer, ScriptedLLM(), hops=1)
+    sources = {name: reasoner._node(name) for name in ("Fred Astaire", "Ginger Rogers")}
+    expansion = reasoner.expand(FredOnly(), ["Which film starred Fred Astaire and Ginger Rogers?"], sources, [],
+                                excluded=set())
+    ginger_films = {t.head.id for t in expansion.triples if t.tail.id == "Ginger Rogers"}
+    fred_films = {t.head.id for t in demo_kg.triples("Fred Astaire") if t.relation == "starred_actors"}
+    assert ginger_films and ginger_films <= fred_films  # Top Hat, Roberta, ...: films with both
+    assert any(t.tail.id == "Ginger Rogers" and t.head.id not in fred_films for t in expansion.dropped)
+    single = reasoner.expand(FredOnly(), ["Which films starred Ginger Rogers?"], {"Ginger Rogers": sources["Ginger Rogers"]},
+                             [], excluded=set())
+    assert not single.triples  # one topic entity: tau_e alone decides
 
 
 def test_selected_triples_join_memory_and_rejected_ones_are_masked(demo_kg, scorer):

@@ -43,12 +43,16 @@ def test_forward_and_backward_on_a_tiny_graph(demo_kg, vectors):
     assert initial.shape == refined.shape == (4,)
     assert torch.isfinite(initial).all() and torch.isfinite(refined).all()
     labels = torch.tensor(graph.labels)
+    distance = torch.tensor([3])  # the answer, the other film, lies three hops out
+    plain = torch.from_numpy(vectors(["Which films did the director of make?"]))
+    assert model.distance_logits(plain).shape == (1, model.config.max_level + 1)
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses = []
     for _ in range(30):
         initial, refined = model(tensors)
         loss = (torch.nn.functional.binary_cross_entropy_with_logits(initial, labels)
-                + torch.nn.functional.binary_cross_entropy_with_logits(refined, labels))
+                + torch.nn.functional.binary_cross_entropy_with_logits(refined, labels)
+                + torch.nn.functional.cross_entropy(model.distance_logits(plain), distance))
         optimiser.zero_grad()
         loss.backward()
         if not losses:
@@ -103,6 +107,20 @@ def test_checkpoint_round_trip_and_refusals(demo_kg, vectors, tmp_path):
         load_checkpoint(broken)
     with pytest.raises(CheckpointError, match="no FoG scorer checkpoint"):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_a_checkpoint_from_before_the_distance_head_still_loads(demo_kg, vectors, tmp_path):
+    """Checkpoints written before the answer-distance head existed have no such config key."""
+    model = ForesightScorer(ScorerConfig(encoder_dim=vectors.dim, hidden=32, answer_distance=False)).eval()
+    path = save_checkpoint(tmp_path / "old.pt", model, "all-MiniLM-L6-v2", {})
+    payload = torch.load(path, weights_only=True)
+    del payload["config"]["answer_distance"]
+    torch.save(payload, path)
+    loaded, _meta = load_checkpoint(path)
+    tensors = build_tensors([chain_graph(demo_kg)], vectors)
+    assert loaded.distance_logits(torch.from_numpy(vectors(["Which films did make?"]))) is None
+    with torch.no_grad():
+        assert torch.equal(model(tensors)[1], loaded(tensors)[1])
 
 
 def test_triples_the_same_level_carry_no_feedback(demo_kg, vectors):

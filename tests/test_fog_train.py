@@ -53,6 +53,8 @@ def test_positives_are_the_gold_path_and_negatives_near_and_far_from_it(metaqa_k
                for t, y in zip(without_far.triples, without_far.labels) if y == 0.0)
     assert example.levels["Joel Zwick"] == 0 and example.levels["My Big Fat Greek Wedding"] == 1
     assert example.levels["Greek"] == 2
+    assert example.distance == 2  # the answer lies two hops out: what the distance head learns
+    assert example.distance_question == "what are the languages spoken in the films directed by"
     # off-path branches continue too, so "has onward triples" does not give the label away
     context = [t for t, y in zip(example.triples, example.labels) if y == -1.0]
     off_path = {end for t in context for end in (t.head.id, t.tail.id)
@@ -101,4 +103,5 @@ def test_a_short_real_training_run_lowers_the_loss(metaqa_kg, shared, scorer, tm
     assert report.epochs[-1].train_loss < report.epochs[0].train_loss
     assert report.epochs[-1].validation_loss < report.first_batch_loss
     assert report.epochs[-1].positive_score > report.epochs[-1].negative_score
+    assert 0.0 <= report.epochs[-1].distance_accuracy <= 1.0
     assert Path(report.checkpoint).is_file()

@@ -56,7 +56,7 @@ def load_checkpoint(path: str | Path, encoder: str | None = None,
         payload = torch.load(path, map_location="cpu", weights_only=True)
         if payload.get("format") != FORMAT:
             raise CheckpointError(f"{path}: checkpoint format {payload.get('format')!r}, expected {FORMAT}")
-        model = ForesightScorer(ScorerConfig(**payload["config"]))
+        model = ForesightScorer(ScorerConfig(**{"answer_distance": False, **payload["config"]}))
         model.load_state_dict(payload["state_dict"])
     except CheckpointError:
         raise

@@ -38,12 +38,16 @@ def relation_words(relation: str) -> str:
 class QuestionGraph:
     """One question's subgraph for the scorer: the triples, each node's BFS level from the
     sources, the question texts and (for training) a label per triple: 1 on a gold path, 0 a
-    sampled negative, -1 context only (part of the graph, not of the loss)."""
+    sampled negative, -1 context only (part of the graph, not of the loss), and the answer's
+    distance from the sources (the gold relation path's length) with the question text its head
+    reads (the topic entities' names taken out)."""
 
     questions: list[str]
     triples: list[Triple]
     levels: dict[str, int]
     labels: list[float] | None = None
+    distance: int | None = None
+    distance_question: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
 
     def nodes(self) -> list[Node]:
@@ -110,7 +114,7 @@ class TextVectors:
 
 def graph_texts(graph: QuestionGraph) -> list[str]:
     """Every text the scorer will embed for ``graph`` (for :meth:`TextVectors.warm`)."""
-    texts = list(graph.questions)
+    texts = [*graph.questions, graph.distance_question]
     texts.extend(node.display for node in graph.nodes())
     texts.extend(relation_words(t.relation) for t in graph.triples)
     return texts

@@ -21,6 +21,16 @@ trainable part is small and trains on a CPU in minutes.
   frontier all the way back to the triples at the sources; the triples are then
   scored again with the updated states.
 
+* **Answer distance.** A small MLP over the embedding of the question with the
+  topic entities' names taken out predicts how many hops from the sources the
+  answer lies (the gold relation path's length in training). The triple scores say
+  which steps are relevant, not where to stop: MetaQA's "the films directed by X
+  starred who" and "X starred which films" read the same relations at different
+  depths. The reasoner weights each candidate answer by the probability of its
+  distance. Names out, because they are noise to it: on MetaQA's dev questions an
+  MLP on MiniLM embeddings gets the hop count right for 88% with the names in,
+  99% without.
+
 Without feedback (``initial`` scores) a triple is scored from its own text and its
 ends only; that is what the expansion stage uses (threshold ``tau_e``), while the
 potential subgraph uses the refined scores (threshold ``tau_p``).
@@ -43,6 +53,7 @@ class ScorerConfig:
     feedback_layers: int = 1
     max_level: int = 4
     dropout: float = 0.1
+    answer_distance: bool = True  # the distance head; checkpoints written before it load without
 
     def to_json(self) -> dict[str, int | float]:
         return asdict(self)
@@ -120,6 +131,7 @@ class ForesightScorer(nn.Module):
         self.phi = nn.ModuleList(nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Dropout(p))
                                  for _ in range(config.feedback_layers))
         self.score_head = _mlp(4 * d, d, 1, p)
+        self.distance_head = _mlp(config.encoder_dim, d, config.max_level + 1, p) if config.answer_distance else None
 
     # ------------------------------------------------------------------ pieces
     def encode(self, graph: GraphTensors) -> tuple[Tensor, Tensor, Tensor]:
@@ -166,6 +178,12 @@ class ForesightScorer(nn.Module):
         """Scores without feedback: each triple from its own text and its two ends."""
         z, states, pooled = self.encode(graph)
         return self._score(z, states, pooled, graph)
+
+    def distance_logits(self, plain_questions: Tensor) -> Tensor | None:
+        """Logits over the answer's distance from the sources (0..``max_level``) for embeddings of
+        questions without their topic names (G, encoder_dim), or ``None`` for a scorer without
+        the distance head."""
+        return None if self.distance_head is None else self.distance_head(plain_questions)
 
     def forward(self, graph: GraphTensors) -> tuple[Tensor, Tensor]:
         """``(initial logits, refined logits)`` for every triple of ``graph``."""

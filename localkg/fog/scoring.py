@@ -29,6 +29,10 @@ class TripleScorer(Protocol):
 
     def refined(self, questions: Sequence[str], triples: Sequence[Triple], levels: dict[str, int]) -> np.ndarray: ...
 
+    def answer_distance(self, question: str) -> np.ndarray | None:
+        """Probabilities of the answer's distance from the sources (``question`` without topic
+        names), or ``None`` when the scorer cannot say."""
+
 
 class TrainedTripleScorer:
     """The foresight scorer from a checkpoint, on frozen embeddings of the same encoder."""
@@ -57,6 +61,13 @@ class TrainedTripleScorer:
         _initial, refined = self.model(self._tensors(questions, triples, levels))
         return torch.sigmoid(refined).cpu().numpy()
 
+    @torch.no_grad()
+    def answer_distance(self, question: str) -> np.ndarray | None:
+        """Probabilities of the answer lying 0..max_level hops from the sources, for the question
+        with its topic names taken out; ``None`` when the checkpoint has no distance head."""
+        logits = self.model.distance_logits(torch.from_numpy(self.vectors([question])).to(self.device))
+        return None if logits is None else torch.softmax(logits[0], -1).cpu().numpy()
+
 
 def verbalise(triple: Triple) -> str:
     """``Top Hat directed by Mark Sandrich``: the words the embedder compares with the question."""
@@ -81,3 +92,7 @@ class SimilarityTripleScorer:
         return similarity / best if best > 0 else similarity
 
     refined = initial
+
+    def answer_distance(self, question: str) -> None:
+        """Similarity says nothing about how far the answer lies."""
+        return None

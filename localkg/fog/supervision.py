@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 from localkg.errors import TrainingDataError
 from localkg.fog.features import QuestionGraph, TripleKey, bfs_levels, triple_key
+from localkg.reasoners.common import without_mentions
 from localkg.store.kg import KG
 from localkg.store.model import IN, OUT, Node, Triple
 
@@ -174,12 +175,13 @@ def build_example(kg: KG, question: Any, topics: Sequence[str], rng: random.Rand
     The graph is the gold walks plus their neighbourhood (:func:`neighbourhood`), with BFS levels
     from the topics. Labels: 1 on the gold walks, 0 on ``kappa`` times as many triples sampled from
     the 1-hop neighbourhood of the walks (the triples touching a node of a walk), and -1 (no loss,
-    structure only) on the rest.
+    structure only) on the rest; the answer's distance is the longest gold path's length.
     """
     answers = {_normalise(alias) for gold in question.answers for alias in gold}
     positives: dict[TripleKey, Triple] = {}
     sources = []
-    for topic, path in gold_relation_paths(question, topics):
+    gold_paths = gold_relation_paths(question, topics)
+    for topic, path in gold_paths:
         sources.append(topic)
         for triple in gold_triples(kg, topic, path, answers, limits, rng):
             positives.setdefault(triple_key(triple), triple)
@@ -197,4 +199,6 @@ def build_example(kg: KG, question: Any, topics: Sequence[str], rng: random.Rand
     triples = list(positives.values()) + context
     labels = [1.0] * len(positives) + [0.0 if triple_key(t) in chosen else -1.0 for t in context]
     return QuestionGraph(questions=[question.text], triples=triples, levels=bfs_levels(sources, triples),
-                         labels=labels, meta={"id": question.id})
+                         labels=labels, distance=max(len(path) for _topic, path in gold_paths),
+                         distance_question=without_mentions(question.text, [kg.name(s) for s in sources]),
+                         meta={"id": question.id})

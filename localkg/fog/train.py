@@ -10,7 +10,8 @@ every gold triple below ``tau_p`` (MetaQA, 1,620 examples: mean positive score
 0.31, recall at ``tau_p`` 0.00); at 1e-3 the same run reaches 0.67 and 0.57
 with 1.2% of negatives kept (docs/reasoners.md). Both the scores used for expansion (no
 feedback) and the refined scores (after far-to-near feedback) are trained, as
-the sum of their two losses.
+the sum of their two losses, plus the cross-entropy of the answer-distance head
+(the gold relation path's length; ``localkg.fog.model``).
 
 Every text is embedded once before the first epoch (the encoder is frozen), so
 an epoch only runs the small scorer. A held-out tenth of the examples measures
@@ -67,6 +68,7 @@ class EpochReport:
     kept_negatives_at_tau_p: float
     recall_at_tau_e: float
     top1_positive: float
+    distance_accuracy: float
     seconds: float
 
 
@@ -107,24 +109,50 @@ def build_examples(kg: KG, questions: Sequence[tuple[Any, list[str]]], limits: S
     return examples, skipped
 
 
+@dataclass
+class _Batch:
+    """One forward pass over a batch: triple logits and labels (-1 = context only), each triple's
+    graph, and per graph the answer-distance logits and targets (-1 = unknown)."""
+
+    initial: torch.Tensor
+    refined: torch.Tensor
+    labels: torch.Tensor
+    edge_graph: torch.Tensor
+    distance_logits: torch.Tensor | None
+    distances: torch.Tensor
+
+
 def _forward(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: TextVectors,
-             device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Initial and refined logits of every triple of ``graphs``, their labels (-1 = context only)
-    and the index of each triple's graph."""
+             device: torch.device) -> _Batch:
     tensors = build_tensors(graphs, vectors).to(device)
     labels = torch.tensor([y for g in graphs for y in g.labels or []], dtype=torch.float32, device=device)
+    distances = torch.tensor([-1 if g.distance is None else min(g.distance, model.config.max_level) for g in graphs],
+                             dtype=torch.long, device=device)
     initial, refined = model(tensors)
-    return initial, refined, labels, tensors.edge_graph
+    plain = torch.from_numpy(vectors([g.distance_question or g.questions[0] for g in graphs])).to(device)
+    return _Batch(initial, refined, labels, tensors.edge_graph, model.distance_logits(plain), distances)
 
 
-def _loss(initial: torch.Tensor, refined: torch.Tensor,
-          labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _loss(batch: _Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed BCE of the initial and refined scores over the labelled triples (label -1 = context
-    only), the two score vectors of those triples, and their labels."""
-    scored = labels >= 0
-    initial, refined, labels = initial[scored], refined[scored], labels[scored]
+    only) plus the cross-entropy of the answer distance, the two score vectors of those
+    triples, and their labels."""
+    scored = batch.labels >= 0
+    initial, refined, labels = batch.initial[scored], batch.refined[scored], batch.labels[scored]
     bce = nn.functional.binary_cross_entropy_with_logits
-    return bce(initial, labels) + bce(refined, labels), torch.sigmoid(initial), torch.sigmoid(refined), labels
+    loss = bce(initial, labels) + bce(refined, labels)
+    known = batch.distances >= 0
+    if batch.distance_logits is not None and bool(known.any()):
+        loss = loss + nn.functional.cross_entropy(batch.distance_logits[known], batch.distances[known])
+    return loss, torch.sigmoid(initial), torch.sigmoid(refined), labels
+
+
+def _distance_hits(batch: _Batch) -> torch.Tensor:
+    """Per graph with a known distance, 1 when the predicted answer distance is right."""
+    known = batch.distances >= 0
+    if batch.distance_logits is None:
+        return torch.zeros(0)
+    return (batch.distance_logits[known].argmax(-1) == batch.distances[known]).float().cpu()
 
 
 def _best_is_positive(refined: torch.Tensor, labels: torch.Tensor, graph: torch.Tensor, graphs: int) -> torch.Tensor:
@@ -147,13 +175,15 @@ def evaluate(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: T
              config: TrainConfig) -> dict[str, float]:
     """Mean loss and what the thresholds do on ``graphs``: recall of positives above ``tau_p``
     (refined) and ``tau_e`` (initial), share of negatives kept above ``tau_p``, and the share of
-    questions whose best-scoring triple lies on a gold path (what a graph-side answer needs)."""
+    questions whose best-scoring triple lies on a gold path (what a graph-side answer needs), and
+    how often the predicted answer distance is right."""
     model.eval()
-    losses, positives, negatives, initial_positives, tops = [], [], [], [], []
+    losses, positives, negatives, initial_positives, tops, distances = [], [], [], [], [], []
     for batch in _batches(graphs, config.batch_size, None):
-        initial, refined, labels, graph = _forward(model, batch, vectors, device)
-        tops.append(_best_is_positive(refined, labels, graph, len(batch)))
-        loss, initial, refined, labels = _loss(initial, refined, labels)
+        forward = _forward(model, batch, vectors, device)
+        tops.append(_best_is_positive(forward.refined, forward.labels, forward.edge_graph, len(batch)))
+        distances.append(_distance_hits(forward))
+        loss, initial, refined, labels = _loss(forward)
         labels = labels > 0.5
         losses.append(float(loss))
         positives.append(refined[labels])
@@ -168,6 +198,7 @@ def evaluate(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: T
         "kept_negatives_at_tau_p": float((neg >= config.tau_p).float().mean()) if len(neg) else math.nan,
         "recall_at_tau_e": float((ini >= config.tau_e).float().mean()) if len(ini) else math.nan,
         "top1_positive": float(torch.cat(tops).mean()),
+        "distance_accuracy": float(hits.mean()) if len(hits := torch.cat(distances)) else math.nan,
     }
 
 
@@ -199,7 +230,7 @@ def train_scorer(examples: Sequence[QuestionGraph], vectors: TextVectors, config
         total, count = 0.0, 0
         batches = _batches(training, config.batch_size, rng)
         for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress):
-            loss, *_scores = _loss(*_forward(model, batch, vectors, device)[:3])
+            loss, *_scores = _loss(_forward(model, batch, vectors, device))
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -214,6 +245,7 @@ def train_scorer(examples: Sequence[QuestionGraph], vectors: TextVectors, config
                                    kept_negatives_at_tau_p=held_out["kept_negatives_at_tau_p"],
                                    recall_at_tau_e=held_out["recall_at_tau_e"],
                                    top1_positive=held_out["top1_positive"],
+                                   distance_accuracy=held_out["distance_accuracy"],
                                    seconds=time.perf_counter() - started)
         report.epochs.append(epoch_report)
         training_meta = {**(meta or {}), "train_config": asdict(config), "epochs_done": epoch,
