@@ -218,7 +218,7 @@ class FoGReasoner(Reasoner):
             sub_questions = update.follow_ups or sub_questions
         model_answers = [Answer(n.id, n.display, 1.0) for n in answers[:int(self.config["max_answers"])]]
         graph_answers = ([] if self.config["answer_from"] == "model" and model_answers
-                         else self.graph_answers(scorer, question, list(seen.values()), set(sources),
+                         else self.graph_answers(scorer, question, list(seen.values()), sources,
                                                  [t for key, t in dropped.items() if key not in seen]))
         if graph_answers:
             result.answers = graph_answers
@@ -351,7 +351,7 @@ class FoGReasoner(Reasoner):
 
         return bounded_json_grammar(schema, 256).max_tokens
 
-    def graph_answers(self, scorer: TripleScorer, question: str, kept: list[Triple], sources: set[str],
+    def graph_answers(self, scorer: TripleScorer, question: str, kept: list[Triple], sources: dict[str, Node],
                       dropped: list[Triple]) -> list[Answer]:
         """Answers ranked by the scores of the paths that reach them (:func:`answer_scores`) through
         the triples the expansion kept in any round (the memory included), weighted by the scorer's
@@ -372,7 +372,7 @@ class FoGReasoner(Reasoner):
         graph = kept + dropped
         final = scorer.refined([question], graph, bfs_levels(sources, graph))
         scores = dict(zip((triple_key(t) for t in graph), map(float, final)))
-        plain = without_mentions(question, [self.kg.name(s) for s in sources])
+        plain = without_mentions(question, [node.display for node in sources.values()])
         return answer_scores(kept, scores, list(sources), int(self.config["max_answers"]),
                              distance=scorer.answer_distance(plain))
 
