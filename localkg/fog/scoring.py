@@ -43,6 +43,22 @@ class TrainedTripleScorer:
         self.device = device
         self.description = description
 
+    @classmethod
+    def from_checkpoint(cls, path: Any, embedder: Any, device: str = "") -> "TrainedTripleScorer":
+        """The scorer saved at ``path``, embedding with ``embedder`` (the checkpoint must have been
+        trained on its vectors); ``device`` "" picks one as training does.
+
+        Raises :class:`localkg.errors.CheckpointError` when the file is missing or not a checkpoint.
+        """
+        from localkg.fog.checkpoint import load_checkpoint
+        from localkg.fog.train import pick_device
+
+        chosen = pick_device(device or None)
+        model, meta = load_checkpoint(path, encoder=embedder.model_name, device=chosen)
+        trained_on = meta.get("trained_on", "unknown questions")
+        return cls(model, TextVectors(embedder), chosen,
+                   f"trained scorer {path} ({trained_on}; {meta.get('epochs_done', '?')} epochs)")
+
     def _tensors(self, questions: Sequence[str], triples: Sequence[Triple], levels: dict[str, int]) -> Any:
         graph = QuestionGraph(questions=list(questions), triples=list(triples), levels=levels)
         return build_tensors([graph], self.vectors).to(self.device)

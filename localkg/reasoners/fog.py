@@ -150,23 +150,12 @@ class FoGReasoner(Reasoner):
             self._checked_checkpoint = True
             path = self.checkpoint_path()
             if path is not None and (path.is_file() or self.config["checkpoint"]):
-                self._trained = self._load(path)
+                self._trained = TrainedTripleScorer.from_checkpoint(path, self.context.scorer.embedder,
+                                                                   self.config["device"])
         if self._trained is not None:
             return self._trained
         names = [self.kg.name(t) for t in topics]
         return SimilarityTripleScorer(self.context.scorer, without_mentions(question, names))
-
-    def _load(self, path: FsPath) -> TrainedTripleScorer:
-        from localkg.fog.checkpoint import load_checkpoint
-        from localkg.fog.features import TextVectors
-        from localkg.fog.train import pick_device
-
-        embedder = self.context.scorer.embedder
-        device = pick_device(self.config["device"] or None)
-        model, meta = load_checkpoint(path, encoder=embedder.model_name, device=device)
-        trained_on = meta.get("trained_on", "unknown questions")
-        return TrainedTripleScorer(model, TextVectors(embedder), device,
-                                   f"trained scorer {path} ({trained_on}; {meta.get('epochs_done', '?')} epochs)")
 
     # ------------------------------------------------------------------ the method
     def solve(self, question: str, topics: list[str], result: Result) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path as FsPath
 from typing import Any, Sequence
 
 import numpy as np
@@ -54,10 +55,14 @@ from localkg.reasoners.common import (
     relation_filter,
     without_mentions,
 )
+from localkg.errors import CheckpointError
+from localkg.fog.checkpoint import default_checkpoint
+from localkg.fog.scoring import TrainedTripleScorer
 from localkg.store.model import Node, Path
 
 PROMPTS = "tog"
 PRUNE_MODES = ("embed", "llm", "hybrid")
+DEPTH_SOURCES = ("model", "distance")
 
 
 @dataclass(frozen=True)
@@ -107,21 +112,46 @@ class ThinkOnGraph(Reasoner):
         "depth_penalty": 0.05,    # relevance lost per extra hop when answers of several depths compete
         "stop_without_gain": True,  # stop when a depth's best chain matches no better than the last depth's
         "skip_reverse": False,    # the paper's rule: never offer the reverse of the relation just taken
+        "depth_from": "model",    # model: the sufficiency check (the paper's); distance: a trained answer-distance head
+        "checkpoint": "",         # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
+        "device": "",
     }
+
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self._distance_scorer: Any = None
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         if self.config["prune"] not in PRUNE_MODES:
             result.notes.append(f"no answer found: prune must be one of {', '.join(PRUNE_MODES)}")
             return
+        if self.config["depth_from"] not in DEPTH_SOURCES:
+            result.notes.append(f"no answer found: depth_from must be one of {', '.join(DEPTH_SOURCES)}")
+            return
         starts = [node_of(self.kg, topic) for topic in topics]
         query = without_mentions(question, [node.display for node in starts])
+        distance = None
+        if self.config["depth_from"] == "distance":
+            try:
+                distance = self._answer_distance(query)
+            except CheckpointError as error:
+                result.notes.append(f"no answer found: depth_from=distance needs a trained fog checkpoint: {error}")
+                return
+            if distance is None:
+                result.notes.append("no answer found: depth_from=distance needs a fog checkpoint with an "
+                                    "answer-distance head (retrain with `localkg train fog`)")
+                return
+        max_depth = self.config["depth"] if distance is None else likely_depth(distance, self.config["depth"])
+        if distance is not None:
+            result.notes.append("answer distance " + ", ".join(f"{d}: {p:.2f}" for d, p in enumerate(distance))
+                                + f"; exploring {max_depth} hops")
         keep = relation_filter(self.config["relation_filter"])
         beam = [Chain(node.id, Path(()), (), 1.0) for node in starts]
         start_nodes = {node.id: node for node in starts}
         gathered: list[Chain] = []   # every chain that was in the beam
         explored: list[Chain] = []   # every chain scored, in or out of the beam (siblings of the answer)
         best_so_far = -math.inf
-        for depth in range(1, self.config["depth"] + 1):
+        for depth in range(1, max_depth + 1):
             candidates = self._expand(question, query, beam, start_nodes, keep, depth, result.notes)
             if not candidates:
                 result.notes.append(f"depth {depth}: no relation left to explore; answering from the paths found")
@@ -130,6 +160,8 @@ class ThinkOnGraph(Reasoner):
             beam = candidates[: self.config["width"]]
             gathered.extend(beam)
             result.notes.append(f"depth {depth}: beam " + "; ".join(f"{c.path} ({c.score:.3f})" for c in beam))
+            if distance is not None:
+                continue  # the distance head chose the depth
             best_here = max(c.relevance for c in candidates) - self.config["depth_penalty"] * (depth - 1)
             if self.config["stop_without_gain"] and best_here <= best_so_far:
                 result.notes.append(f"depth {depth}: no relation chain matches the question better than at depth "
@@ -139,10 +171,20 @@ class ThinkOnGraph(Reasoner):
             if self._sufficient(question, gathered, depth, result.notes):
                 break
         else:
-            result.notes.append(f"maximum depth {self.config['depth']} reached without a 'yes'; "
-                                "answered from the paths gathered")
+            if distance is None:
+                result.notes.append(f"maximum depth {self.config['depth']} reached without a 'yes'; "
+                                    "answered from the paths gathered")
         if gathered:  # as in the paper, the answer step sees the chains of every depth
-            self._answer(question, gathered, explored, result)
+            self._answer(question, gathered, explored, distance, result)
+
+    def _answer_distance(self, query: str) -> np.ndarray | None:
+        """P(the answer lies d hops out), d = 0..L, from the trained fog checkpoint (loaded once)."""
+        if self._distance_scorer is None:
+            path = (FsPath(self.config["checkpoint"]).expanduser() if self.config["checkpoint"]
+                    else default_checkpoint(self.kg.path))
+            self._distance_scorer = TrainedTripleScorer.from_checkpoint(path, self.context.scorer.embedder,
+                                                                        self.config["device"])
+        return self._distance_scorer.answer_distance(query)
 
     # ------------------------------------------------------------------ one depth
     def _expand(self, question: str, query: str, beam: Sequence[Chain], starts: dict[str, Node], keep: Any,
@@ -197,6 +239,17 @@ class ThinkOnGraph(Reasoner):
         best = float(np.max(similarity))
         return [math.exp((float(s) - best) / self.config["temperature"]) for s in similarity]
 
+    def _graph_score(self, chain: Chain, distance: np.ndarray | None) -> float:
+        """How well a chain's end fits as the answer, before the model's say: the chain's relevance
+        less ``depth_penalty`` per hop beyond the first, or, with an answer-distance prediction,
+        plus ``temperature`` x log P(the chain's length in facts), so that one nat of the
+        prediction weighs as much as a relevance gap of one ``temperature``."""
+        if distance is None:
+            return chain.relevance - self.config["depth_penalty"] * (len(chain.moves) - 1)
+        hops = len(chain.path.steps)
+        probability = float(distance[hops]) if hops < len(distance) else 0.0
+        return chain.relevance + self.config["temperature"] * math.log(max(probability, 1e-9))
+
     def _sufficient(self, question: str, gathered: Sequence[Chain], depth: int, notes: list[str]) -> bool:
         facts = _facts(gathered)
         prompt = prompts.render(PROMPTS, "sufficient", question=question, facts="\n".join(facts))
@@ -205,10 +258,12 @@ class ThinkOnGraph(Reasoner):
         return answer
 
     # ------------------------------------------------------------------ answer
-    def _answer(self, question: str, gathered: Sequence[Chain], explored: Sequence[Chain], result: Result) -> None:
+    def _answer(self, question: str, gathered: Sequence[Chain], explored: Sequence[Chain],
+                distance: np.ndarray | None, result: Result) -> None:
         """The model scores the ends of the ``gathered`` chains, each weighted by its chain's relevance
         (minus ``depth_penalty`` per hop beyond the first, as embed-path does, since a longer chain's
-        words match more of any question); every other end the winner's relation chain reached
+        words match more of any question; with an answer-distance prediction, plus ``temperature``
+        x log P(its length) instead); every other end the winner's relation chain reached
         follows the winner.
 
         When some node is reached from several topic entities (a conjunctive question: "players of
@@ -223,8 +278,7 @@ class ThinkOnGraph(Reasoner):
         for chain in pool:
             if chain.end.id not in best_by_end or chain.score > best_by_end[chain.end.id].score:
                 best_by_end[chain.end.id] = chain
-        penalty = self.config["depth_penalty"]
-        graph = {c.end.id: c.relevance - penalty * (len(c.moves) - 1) for c in best_by_end.values()}
+        graph = {c.end.id: self._graph_score(c, distance) for c in best_by_end.values()}
         options = sorted(best_by_end.values(), key=lambda c: (-graph[c.end.id], -c.score))
         options = options[: self.config["answer_options"]]
         best = graph[options[0].end.id]
@@ -248,6 +302,19 @@ class ThinkOnGraph(Reasoner):
             result.answers.append(Answer(chain.end.id, chain.end.display, round(chain.score, 6)))
             result.evidence.append(chain.path)
         result.notes.append(f"answer: {winner.path} (relation chain {' / '.join(str(m) for m in winner.moves)})")
+
+
+def likely_depth(distance: np.ndarray, cap: int) -> int:
+    """The most likely answer distance beyond 0 hops, at most ``cap``.
+
+    >>> likely_depth(np.array([0.0, 0.9, 0.08, 0.02]), 3)
+    1
+    >>> likely_depth(np.array([0.0, 0.37, 0.63, 0.0]), 3)
+    2
+    >>> likely_depth(np.array([0.0, 0.0, 0.0, 0.1, 0.9]), 3)
+    3
+    """
+    return min(cap, int(np.argmax(np.asarray(distance[1:]))) + 1)
 
 
 def _facts(chains: Sequence[Chain], limit: int = 12) -> list[str]:
