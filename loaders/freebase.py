@@ -48,7 +48,7 @@ from localkg.loaders.ntriples import BadLine, Literal, iri, split_triple, term_v
 from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank, split_lines
 from localkg.loaders.triples import literal_node_id
 from localkg.store.model import CVT, LITERAL
-from localkg.store.writer import FactBatch, NodeAttributes
+from localkg.store.batch import FactBatch, NodeAttributes
 
 NAMESPACE = "http://rdf.freebase.com/ns/"
 PREFIXES = (

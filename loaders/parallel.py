@@ -7,8 +7,9 @@ load must use every core, hold bounded memory and survive interruption:
   lines (``CHUNK_BYTES`` of text; a format may move the cut, Freebase keeps a
   subject's lines together);
 * worker processes (``spawn``, so no Kùzu thread is ever forked) turn chunks
-  into :class:`FactBatch` objects plus counts and rejects; at most two chunks
-  per worker are in flight, so memory does not grow with the file;
+  into :class:`ColumnBatch` columns (facts, node records, name links and the
+  hash of every key: the per-row work of a write) plus counts and rejects; at
+  most two chunks per worker are in flight, so memory does not grow with the file;
 * the main process writes the results in file order through the store's
   :class:`GraphWriter` (one transaction per chunk), records rejects, and saves
   a checkpoint (``checkpoint.py``) after each commit, so ``resume=True``
@@ -43,7 +44,8 @@ from localkg.errors import LoadError
 from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity
 from localkg.loaders.rejects import RejectLog
 from localkg.loaders.sources import compressed_position, open_binary
-from localkg.store.writer import FactBatch, WriteCounts
+from localkg.store.batch import ColumnBatch, FactBatch
+from localkg.store.writer import WriteCounts
 
 CHUNK_BYTES = 16 << 20
 BATCH_BYTES = 64 << 20
@@ -68,9 +70,10 @@ class Chunk:
 
 @dataclass
 class ChunkResult:
-    """What a worker made of one chunk."""
+    """What a worker made of one chunk (``parse`` fills a :class:`FactBatch`; :func:`parse_chunk`
+    hands the writer its columns)."""
 
-    batch: FactBatch
+    batch: FactBatch | ColumnBatch
     lines: int = 0
     attributes: int = 0
     filtered: Counter = field(default_factory=Counter)
@@ -159,21 +162,6 @@ class LoadReport:
                 setattr(self, total, getattr(self, total) + count)
         for key, count in result.details.items():
             self.details[key] = self.details.get(key, 0) + count
-
-
-def merge_batch(target: FactBatch, source: FactBatch) -> None:
-    """Append ``source`` to ``target`` (several parsed chunks make one write)."""
-    target.heads.extend(source.heads)
-    target.relations.extend(source.relations)
-    target.tails.extend(source.tails)
-    nodes = target.nodes
-    for node_id, attributes in source.nodes.items():
-        existing = nodes.get(node_id)
-        if existing is None:
-            nodes[node_id] = attributes
-        else:
-            existing.merge(attributes)
-    target.relation_info.update(source.relation_info)
 
 
 def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Iterator[tuple[int, Any]]:
@@ -288,9 +276,16 @@ def _start_worker(fmt: DumpFormat) -> None:
     _WORKER_FORMAT = fmt
 
 
+def parse_chunk(fmt: DumpFormat, chunk: Chunk) -> ChunkResult:
+    """Parse ``chunk`` and turn its batch into columns, so the per-row work stays off the writer."""
+    result = fmt.parse(chunk)
+    result.batch = result.batch.columns()
+    return result
+
+
 def _parse_in_worker(chunk: Chunk) -> ChunkResult:
     assert _WORKER_FORMAT is not None
-    return _WORKER_FORMAT.parse(chunk)
+    return parse_chunk(_WORKER_FORMAT, chunk)
 
 
 def default_workers() -> int:
@@ -306,7 +301,7 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
     """
     if workers <= 0:
         for chunk in chunks:
-            yield replace(chunk, data=b""), fmt.parse(chunk)
+            yield replace(chunk, data=b""), parse_chunk(fmt, chunk)
         return
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker, initargs=(fmt,))
@@ -391,12 +386,14 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     lines_here = 0
     try:
         with kg.writer() as writer, _cyclic_collection_between_writes():
-            batch, parsed, state_changed = FactBatch(), [], False
+            parts: list[ColumnBatch] = []
+            parsed: list[tuple[Chunk, ChunkResult]] = []
+            state_changed = False
 
             def write_batch() -> None:
                 """Commit the gathered chunks, then record their rejects and the checkpoint."""
-                nonlocal batch, parsed, state_changed, lines_here
-                report.add_written(writer.write(batch))
+                nonlocal parts, parsed, state_changed, lines_here
+                report.add_written(writer.write(ColumnBatch.concat(parts)))
                 for meta, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines
@@ -407,7 +404,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 checkpoint.position = Position(meta.file, meta.end_offset, meta.end_line, meta.number + 1)
                 checkpoint.report = report.to_json()
                 store.save(checkpoint, state_changed)
-                batch, parsed, state_changed = FactBatch(), [], False
+                parts, parsed, state_changed = [], [], False
                 gc.collect()  # once the written batch is dropped, so there is little left to walk
                 bar.update(max(0, meta.compressed - bar.n))
                 elapsed = time.perf_counter() - started
@@ -425,7 +422,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                     damaged = error
                     break
                 state_changed = fmt.absorb(result, checkpoint.state) or state_changed
-                merge_batch(batch, result.batch)
+                parts.append(result.batch)
                 result.batch = FactBatch()
                 parsed.append((meta, result))
                 if sum(m.size for m, _ in parsed) >= batch_bytes:

@@ -35,7 +35,7 @@ from localkg.errors import LoadError
 from localkg.loaders.rejects import RejectLog
 from localkg.loaders.sources import iter_lines, open_binary
 from localkg.store.kg import KG
-from localkg.store.writer import FactBatch
+from localkg.store.batch import FactBatch
 
 FORMATS = ("auto", "tsv", "csv", "psv", "nt", "ttl", "jsonl")
 BATCH_LINES = 100_000

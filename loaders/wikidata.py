@@ -56,7 +56,7 @@ from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank, 
 from localkg.loaders.sources import open_binary
 from localkg.loaders.triples import literal_node_id
 from localkg.store.model import CVT, LITERAL
-from localkg.store.writer import FactBatch, NodeAttributes
+from localkg.store.batch import FactBatch, NodeAttributes
 
 ENTITY_IRI = "http://www.wikidata.org/entity/"
 DIRECT = "http://www.wikidata.org/prop/direct/"

@@ -9,7 +9,7 @@ from localkg.reasoners.base import Context
 from localkg.reasoners.bpc import BoundedPathContext, render_history
 from localkg.store import KG
 from localkg.store.model import Node, Path, Step, Triple
-from localkg.store.writer import FactBatch
+from localkg.store.batch import FactBatch
 
 MOVIES = [
     ("Top Hat", "directed_by", "Mark Sandrich"),

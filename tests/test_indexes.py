@@ -80,7 +80,7 @@ def test_append_makes_index_stale_and_rebuild_embeds_only_new_entities(kg: KG, e
 
 
 def test_aliases_get_their_own_vectors(tmp_path: Path, embedder) -> None:
-    from localkg.store.writer import FactBatch
+    from localkg.store.batch import FactBatch
 
     with KG.create(tmp_path / "db") as kg:
         with kg.writer() as writer:

@@ -11,7 +11,7 @@ from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
 from localkg.reasoners.tog import ThinkOnGraph
 from localkg.store import KG
-from localkg.store.writer import FactBatch
+from localkg.store.batch import FactBatch
 
 MOVIES = [
     ("Top Hat", "directed_by", "Mark Sandrich"),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from localkg.store import KG
-from localkg.store.writer import FactBatch
+from localkg.store.batch import FactBatch
 
 
 def _batch(*facts: tuple[str, str, str], **aliases: list[str]) -> FactBatch:

@@ -408,7 +408,7 @@ class KG:
 
     def add_triples(self, triples: Iterable[tuple[str, str, str]]) -> None:
         """Add name-only triples (the simple path; loaders use :meth:`writer` for bulk)."""
-        from localkg.store.writer import FactBatch
+        from localkg.store.batch import FactBatch
 
         with self.writer() as writer:
             batch = FactBatch()
