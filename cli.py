@@ -388,11 +388,23 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Text per chunk a worker parses."),
         click.option("--batch-mb", type=click.IntRange(min=1), default=64, show_default=True,
                      help="Text per write (one transaction and checkpoint each)."),
+        click.option("--buffer-pool-mb", type=click.IntRange(min=64), default=256, show_default=True,
+                     help="Kùzu buffer pool while loading (queries open the database with their own)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]):
         command = option(command)
     return command
+
+
+def _open_for_loading(db: Path, buffer_pool_mb: int) -> Any:
+    """The database, opened for a dump load: malloc arenas capped before Kùzu starts its threads
+    (localkg/loaders/memory.py) and the load's own buffer pool."""
+    from localkg.loaders.memory import limit_allocator_arenas
+    from localkg.store import KG
+
+    limit_allocator_arenas()
+    return KG.open(db, create=True, buffer_pool_bytes=buffer_pool_mb << 20)
 
 
 @load.command("freebase")
@@ -401,8 +413,8 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
               help="Predicate filter file replacing the default (loaders/data/freebase_filter.txt).")
 @friendly_errors
 def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
-                          max_rejects: int | None, chunk_mb: int, batch_mb: int, as_json: bool, quiet: bool,
-                          filter_path: Path | None) -> None:
+                          max_rejects: int | None, chunk_mb: int, batch_mb: int, buffer_pool_mb: int, as_json: bool,
+                          quiet: bool, filter_path: Path | None) -> None:
     """Load the Freebase RDF dump (freebase-rdf-latest.gz; .gz, .bz2 or plain).
 
     Names, aliases, descriptions and types become node attributes; bookkeeping
@@ -410,9 +422,8 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     See docs/loading.md.
     """
     from localkg.loaders.freebase import load_freebase
-    from localkg.store import KG
 
-    with KG.open(db, create=True) as kg:
+    with _open_for_loading(db, buffer_pool_mb) as kg:
         report = load_freebase(kg, paths, langs=lang.split(","), filter_path=filter_path, resume=resume,
                                workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
@@ -428,17 +439,16 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
               show_default=True, help="The JSON dump or the truthy N-Triples dump.")
 @friendly_errors
 def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
-                          max_rejects: int | None, chunk_mb: int, batch_mb: int, as_json: bool, quiet: bool, ranks: str,
-                          qualifiers: bool, fmt: str) -> None:
+                          max_rejects: int | None, chunk_mb: int, batch_mb: int, buffer_pool_mb: int, as_json: bool,
+                          quiet: bool, ranks: str, qualifiers: bool, fmt: str) -> None:
     """Load a Wikidata dump (latest-all.json.gz/.bz2, or latest-truthy.nt.gz with --format truthy-nt).
 
     Items become nodes with labels, aliases and descriptions; claims become
     facts; properties label the relation catalogue. See docs/loading.md.
     """
     from localkg.loaders.wikidata import load_wikidata
-    from localkg.store import KG
 
-    with KG.open(db, create=True) as kg:
+    with _open_for_loading(db, buffer_pool_mb) as kg:
         report = load_wikidata(kg, paths, langs=lang.split(","), ranks=ranks, qualifiers=qualifiers, format=fmt,
                                resume=resume, workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)

@@ -27,7 +27,6 @@ run in the main process.
 """
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 import signal
@@ -35,13 +34,13 @@ import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from collections import Counter, deque
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from localkg.errors import LoadError
 from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity
+from localkg.loaders.memory import return_free_memory
 from localkg.loaders.rejects import RejectLog
 from localkg.loaders.sources import compressed_position, open_binary
 from localkg.store.batch import ColumnBatch, FactBatch
@@ -327,25 +326,6 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
 
 
 # ---------------------------------------------------------------- the load
-@contextmanager
-def _cyclic_collection_between_writes() -> Iterator[None]:
-    """Run Python's cyclic garbage collector once per write instead of whenever allocations
-    trigger it.
-
-    A write batch is millions of small objects (facts, node records); each automatic full
-    collection walks all of them, and that took 16% of a 2M-line Freebase load (36 s → 30 s
-    without it). Batches are freed by reference counting; the one collection after each write
-    (see ``write_batch``) still reclaims any cycles, so memory stays bounded.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: bool = False,
               workers: int | None = None, max_rejects: int | None = None, progress: bool = True,
               chunk_bytes: int | None = None, batch_bytes: int | None = None) -> LoadReport:
@@ -385,7 +365,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     batch_bytes = max(batch_bytes or BATCH_BYTES, chunk_bytes)
     lines_here = 0
     try:
-        with kg.writer() as writer, _cyclic_collection_between_writes():
+        with kg.writer() as writer:
             parts: list[ColumnBatch] = []
             parsed: list[tuple[Chunk, ChunkResult]] = []
             state_changed = False
@@ -405,7 +385,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 checkpoint.report = report.to_json()
                 store.save(checkpoint, state_changed)
                 parts, parsed, state_changed = [], [], False
-                gc.collect()  # once the written batch is dropped, so there is little left to walk
+                return_free_memory()
                 bar.update(max(0, meta.compressed - bar.n))
                 elapsed = time.perf_counter() - started
                 bar.set_postfix_str(f"{report.lines_read:,} lines, {lines_here / max(elapsed, 1e-9):,.0f} lines/s",

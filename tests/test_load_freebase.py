@@ -277,6 +277,29 @@ def test_cli_load_freebase_prints_the_report(tmp_path: Path, generated: Path) ->
     assert missing.exit_code != 0 and "Traceback" not in missing.output
 
 
+def test_cli_load_opens_the_database_with_the_loads_buffer_pool_and_capped_arenas(tmp_path: Path, generated: Path,
+                                                                                  monkeypatch) -> None:
+    import platform
+
+    from localkg.loaders import memory
+    from localkg.store import KG
+
+    opened: list[int] = []
+    real_open = KG.open.__func__
+
+    def spy(cls, *args, **kwargs):
+        opened.append(kwargs.get("buffer_pool_bytes"))
+        return real_open(cls, *args, **kwargs)
+
+    monkeypatch.setattr(KG, "open", classmethod(spy))
+    result = CliRunner().invoke(main, ["load", "freebase", str(generated), "--db", str(tmp_path / "db"),
+                                       "--workers", "0", "--json", "--quiet", "--buffer-pool-mb", "96"])
+    assert result.exit_code == 0, result.output
+    assert opened == [96 << 20] and json.loads(result.output)["facts_loaded"] > 0
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert memory.limit_allocator_arenas() and memory._glibc() is not None
+
+
 @pytest.mark.parametrize("name", ["localkg.loaders.ntriples", "localkg.loaders.freebase"])
 def test_docstring_examples(name: str) -> None:
     import doctest

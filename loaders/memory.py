@@ -1,0 +1,43 @@
+"""Keeping a long load's resident memory down where the C allocator is glibc's.
+
+Kùzu runs each ``COPY`` on a pool of threads, and glibc gives every thread its
+own malloc arena; memory freed in one arena is not reused by another and is
+rarely returned to the system, so the writer's resident size climbs with
+every write. Two standard glibc controls bound that: at most
+:data:`ARENAS` arenas for the process (``mallopt(M_ARENA_MAX)``, which must
+run before the database starts its threads), and ``malloc_trim(0)`` after
+each write, which hands the free heap pages back. Both are no-ops where the C
+library is not glibc. Measured in docs/benchmarks.md.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import lru_cache
+from typing import Any
+
+ARENAS = 2
+_M_ARENA_MAX = -8  # glibc's malloc.h
+
+
+@lru_cache(maxsize=1)
+def _glibc() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt, libc.malloc_trim  # glibc has both; musl and macOS's libc do not
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def limit_allocator_arenas(arenas: int = ARENAS) -> bool:
+    """Cap glibc's malloc arenas for this process (call before opening the database); True if set."""
+    libc = _glibc()
+    return bool(libc is not None and libc.mallopt(_M_ARENA_MAX, arenas))
+
+
+def return_free_memory() -> None:
+    """Give the allocator's free pages back to the system (after a write)."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
