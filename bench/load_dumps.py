@@ -16,6 +16,8 @@ from the small to the big file (target <= 20%).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -79,18 +81,23 @@ def make_dump(kind: str, entities: int, out: Path) -> dict:
 
 # ---------------------------------------------------------------- children
 def child_localkg(kind: str, path: str, db: str, workers: int | None, pool_mb: int) -> dict:
-    from localkg.loaders.freebase import load_freebase
-    from localkg.loaders.wikidata import load_wikidata
+    """``localkg load KIND PATH --db DB`` as a user runs it (the command's own defaults: buffer pool,
+    malloc arenas), in this process; then the store's counts, outside the timing."""
+    from localkg.cli import main as localkg_cli
     from localkg.store import KG
 
+    command = ["load", kind, path, "--db", db, "--quiet", "--json"]
+    command += [] if workers is None else ["--workers", str(workers)]
+    command += ["--buffer-pool-mb", str(pool_mb)] if pool_mb else []
     started = time.perf_counter()
-    with KG.create(db, **({"buffer_pool_bytes": pool_mb << 20} if pool_mb else {})) as kg:
-        loader = load_freebase if kind == "freebase" else load_wikidata
-        report = loader(kg, [path], workers=workers, progress=False)
-        stats = kg.stats()
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        localkg_cli(command, standalone_mode=False)
     seconds = time.perf_counter() - started
-    return {"seconds": round(seconds, 2), "lines": report.lines_read, "facts": stats.facts, "nodes": stats.nodes,
-            "items": report.details.get("items", 0), "db_mb": round(_size(Path(db)) / 2**20, 1)}
+    report = json.loads(printed.getvalue())
+    with KG.open(db, read_only=True) as kg:
+        stats = kg.stats()
+    return {"seconds": round(seconds, 2), "lines": report["lines_read"], "facts": stats.facts, "nodes": stats.nodes,
+            "items": report["details"].get("items", 0), "db_mb": round(_size(Path(db)) / 2**20, 1)}
 
 
 def _size(path: Path) -> int:
@@ -130,7 +137,7 @@ def main() -> None:
     parser.add_argument("--workers", default="all", help="localkg parser processes (default: all cores).")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--buffer-pool-mb", type=int, default=0,
-                        help="Kùzu buffer pool of the localkg loads (default: the store's, 1 GiB).")
+                        help="Kùzu buffer pool of the localkg loads (default: the load command's, 256 MiB).")
     parser.add_argument("--growth-only", action="store_true",
                         help="Only the two localkg Freebase loads of the RSS growth check.")
     args = parser.parse_args()
