@@ -25,8 +25,10 @@ CHUNK = 1 << 20
 
 @pytest.fixture(scope="module")
 def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About ten 1 MB chunks: after the first checkpoint the load must still be running when the
+    test kills or interrupts it (with three chunks a fast load sometimes finished first)."""
     path = tmp_path_factory.mktemp("dump") / "fb.nt.gz"
-    subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities", "3000", "--out", str(path)],
+    subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities", "10000", "--out", str(path)],
                    check=True, capture_output=True)
     return path
 
