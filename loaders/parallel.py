@@ -326,6 +326,24 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
 
 
 # ---------------------------------------------------------------- the load
+def write_within_pool(writer: Any, batch: ColumnBatch) -> WriteCounts:
+    """One write; Kùzu's "buffer pool is full" becomes a :class:`LoadError` that says what to do.
+
+    A Kùzu write transaction needs buffer-pool memory that grows with the tables it writes into,
+    so a pool that holds the first writes of a dump may not hold the last. The failed write is
+    rolled back whole, so the load resumes after its last commit. (Retrying in smaller writes on
+    the same connection is not an option: kuzu 0.11.3 aborts the process on the next rollback.)
+    """
+    try:
+        return writer.write(batch)
+    except RuntimeError as error:
+        if "buffer pool is full" not in str(error):
+            raise
+        raise LoadError("Kùzu's buffer pool is too small for this write; run the same command again with "
+                        "--resume and a larger --buffer-pool-mb (or a smaller --batch-mb): the load continues "
+                        "after its last commit") from None
+
+
 def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: bool = False,
               workers: int | None = None, max_rejects: int | None = None, progress: bool = True,
               chunk_bytes: int | None = None, batch_bytes: int | None = None) -> LoadReport:
@@ -373,7 +391,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
             def write_batch() -> None:
                 """Commit the gathered chunks, then record their rejects and the checkpoint."""
                 nonlocal parts, parsed, state_changed, lines_here
-                report.add_written(writer.write(ColumnBatch.concat(parts)))
+                report.add_written(write_within_pool(writer, ColumnBatch.concat(parts)))
                 for meta, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines

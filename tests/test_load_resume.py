@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from localkg.errors import ResumeError
+from localkg.errors import LoadError, ResumeError
 from localkg.loaders.freebase import load_freebase
 from localkg.store import KG
 
@@ -125,3 +125,17 @@ def test_resume_refuses_a_checkpoint_of_another_load(tmp_path: Path, dump: Path)
         shutil.copy(small, copy)
         report = load_freebase(kg, [copy], workers=0, progress=False)  # without --resume: starts over
         assert report.facts_loaded == 0 and report.duplicates == 1
+
+
+def test_a_buffer_pool_too_small_stops_with_advice_and_resume_with_a_larger_one_finishes(
+        tmp_path: Path, dump: Path, reference: dict) -> None:
+    """18 MiB holds the dump's 1 MB writes but not one write of the whole dump (measured with
+    kuzu 0.11.3); the failed write is rolled back and the resume adds exactly what was missing."""
+    db = tmp_path / "db"
+    with pytest.raises(LoadError, match="--resume and a larger --buffer-pool-mb"):
+        with KG.create(db, buffer_pool_bytes=18 << 20) as kg:
+            load_freebase(kg, [dump], workers=0, progress=False, chunk_bytes=CHUNK, batch_bytes=64 << 20)
+    with KG.open(db, buffer_pool_bytes=256 << 20) as kg:
+        report = load_freebase(kg, [dump], resume=True, workers=0, progress=False, chunk_bytes=CHUNK,
+                               batch_bytes=64 << 20)
+        assert report.complete and snapshot(kg) == reference
