@@ -25,8 +25,8 @@ CHUNK = 1 << 20
 
 @pytest.fixture(scope="module")
 def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About ten 1 MB chunks: after the first checkpoint the load must still be running when the
-    test kills or interrupts it (with three chunks a fast load sometimes finished first)."""
+    """About ten 1 MB chunks: the load is still running when the tests kill or interrupt it after
+    the first checkpoint, and one write of the whole dump does not fit an 18 MiB buffer pool."""
     path = tmp_path_factory.mktemp("dump") / "fb.nt.gz"
     subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities", "10000", "--out", str(path)],
                    check=True, capture_output=True)
@@ -53,7 +53,14 @@ def start_cli(dump: Path, db: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "from localkg.cli import main; main()", "load", "freebase",
                              str(dump), "--db", str(db), "--chunk-mb", "1", "--batch-mb", "1", "--workers", "0",
                              "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    """A runner started in the background of a shell (as CI scripts can be) ignores SIGINT, the
+    children inherit that, and Python then never raises KeyboardInterrupt: restore the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for_checkpoint(db: Path, process: subprocess.Popen, chunks: int = 1, timeout: float = 120) -> Path:
