@@ -25,6 +25,14 @@ def default_checkpoint(db_path: str | Path) -> Path:
     return Path(db_path) / DEFAULT_NAME
 
 
+def checkpoint_location(setting: str, db_path: str | Path | None) -> Path | None:
+    """The checkpoint a reasoner's ``checkpoint`` setting names: the given path, or, when it is
+    empty, the default one beside the graph (None without a graph)."""
+    if setting:
+        return Path(setting).expanduser()
+    return None if db_path is None else default_checkpoint(db_path)
+
+
 def save_checkpoint(path: str | Path, model: ForesightScorer, encoder: str, meta: dict[str, Any]) -> Path:
     """Write ``model`` with its config, encoder name and training ``meta`` to ``path``."""
     path = Path(path)

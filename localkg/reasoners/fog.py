@@ -133,13 +133,9 @@ class FoGReasoner(Reasoner):
 
     # ------------------------------------------------------------------ scorer
     def checkpoint_path(self) -> FsPath | None:
-        if self.config["checkpoint"]:
-            return FsPath(self.config["checkpoint"]).expanduser()
-        if self.kg is None:
-            return None
-        from localkg.fog.checkpoint import default_checkpoint
+        from localkg.fog.checkpoint import checkpoint_location
 
-        return default_checkpoint(self.kg.path)
+        return checkpoint_location(self.config["checkpoint"], None if self.kg is None else self.kg.path)
 
     def triple_scorer(self, question: str, topics: Sequence[str]) -> TripleScorer:
         """The trained scorer when a checkpoint exists (loaded once), else the similarity fallback.

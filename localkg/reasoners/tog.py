@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path as FsPath
 from typing import Any, Sequence
 
 import numpy as np
 
 from localkg import prompts
+from localkg.errors import CheckpointError
+from localkg.fog.checkpoint import checkpoint_location
+from localkg.fog.scoring import TrainedTripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import (
     DEFAULT_RELATION_FILTER,
@@ -55,9 +57,6 @@ from localkg.reasoners.common import (
     relation_filter,
     without_mentions,
 )
-from localkg.errors import CheckpointError
-from localkg.fog.checkpoint import default_checkpoint
-from localkg.fog.scoring import TrainedTripleScorer
 from localkg.store.model import Node, Path
 
 PROMPTS = "tog"
@@ -180,8 +179,7 @@ class ThinkOnGraph(Reasoner):
     def _answer_distance(self, query: str) -> np.ndarray | None:
         """P(the answer lies d hops out), d = 0..L, from the trained fog checkpoint (loaded once)."""
         if self._distance_scorer is None:
-            path = (FsPath(self.config["checkpoint"]).expanduser() if self.config["checkpoint"]
-                    else default_checkpoint(self.kg.path))
+            path = checkpoint_location(self.config["checkpoint"], self.kg.path)
             self._distance_scorer = TrainedTripleScorer.from_checkpoint(path, self.context.scorer.embedder,
                                                                         self.config["device"])
         return self._distance_scorer.answer_distance(query)

@@ -194,9 +194,7 @@ class ColumnBatch:
 
 def _node_table(ids: list[str], records: Sequence[NodeAttributes]) -> pa.Table:
     columns: dict[str, Any] = {"id": ids}
-    for name in _STRINGS:
-        columns[name] = [getattr(r, name) for r in records]
-    for name in _LISTS:
+    for name in (*_STRINGS, *_LISTS):
         columns[name] = [getattr(r, name) for r in records]
     columns["explicit"] = [r.explicit for r in records]
     columns["described"] = [r.described for r in records]
