@@ -203,7 +203,7 @@ def eval_group() -> None:
 @friendly_errors
 def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: int | None, sample: int | None,
              seed: int, out: Path | None, resume: bool, settings: tuple[str, ...], model: Path | None, n_ctx: int,
-             n_gpu_layers: int, llm_threads: int | None, prompt_style: str | None) -> None:
+             n_gpu_layers: int, llm_threads: int | None, prompt_style: str | None, llm_cache: Path | None) -> None:
     """Run REASONER over QUESTIONS; write predictions.jsonl, summary.json and report.md into --out."""
     from localkg.evaluation.harness import EvalConfig, run_eval
 
@@ -217,7 +217,8 @@ def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: i
     config = EvalConfig(questions=str(questions), reasoner=reasoner, out=str(out), db=str(db) if db else None,
                         format=fmt, limit=limit, sample=sample, seed=seed, settings=parsed,
                         model=str(model) if model else None, n_ctx=n_ctx, prompt_style=prompt_style,
-                        n_gpu_layers=n_gpu_layers, llm_threads=llm_threads)
+                        n_gpu_layers=n_gpu_layers, llm_threads=llm_threads,
+                        llm_cache=str(llm_cache) if llm_cache else None)
     summary = run_eval(config, resume=resume)
     headline = {k: v for k, v in summary.items() if k != "breakdowns"}
     echo_json(headline)
@@ -530,7 +531,7 @@ def print_answer(result: Any, trace: bool = False, shown: int = 10) -> None:
 @friendly_errors
 def ask(question: str, db: Path, reasoner: str, topics: tuple[str, ...], settings: tuple[str, ...], as_json: bool,
         trace: bool, model: Path | None, n_ctx: int, n_gpu_layers: int, llm_threads: int | None,
-        prompt_style: str | None) -> None:
+        prompt_style: str | None, llm_cache: Path | None) -> None:
     """Answer QUESTION from the graph in --db, with the evidence path of each answer."""
     from localkg.llm.options import llm_factory
     from localkg.reasoners.base import Context, get_reasoner
@@ -538,7 +539,8 @@ def ask(question: str, db: Path, reasoner: str, topics: tuple[str, ...], setting
 
     reasoner_class = get_reasoner(reasoner)
     with KG.open(db, read_only=True) as kg:
-        context = Context(kg, llm_factory=llm_factory(model, n_ctx, n_gpu_layers, llm_threads, prompt_style))
+        context = Context(kg, llm_factory=llm_factory(model, n_ctx, n_gpu_layers, llm_threads, prompt_style,
+                                                          llm_cache))
         result = reasoner_class(context, **parse_settings(settings)).answer(question, list(topics) or None)
     if as_json:
         echo_json(ask_json(result, trace))

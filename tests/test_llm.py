@@ -174,7 +174,8 @@ def test_accounting_matches_llama_cpp_usage(llm: LLM):
     assert sum(c.completion_tokens for c in model.calls) == sum(r["usage"]["completion_tokens"] for r in references)
     assert model.count_tokens(generated.prompt) == generated.prompt_tokens
     assert all(c.seconds > 0 for c in model.calls)
-    assert set(generated.to_json()) == {"step", "prompt", "output", "prompt_tokens", "completion_tokens", "seconds"}
+    assert set(generated.to_json()) == {"step", "prompt", "output", "prompt_tokens", "completion_tokens", "seconds",
+                                        "cached"}
 
 
 # ---------------------------------------------------------------------------------- determinism

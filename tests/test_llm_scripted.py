@@ -69,7 +69,8 @@ def test_every_call_is_recorded():
     call = llm.calls[0]
     assert isinstance(call, LLMCall) and call.output == "one two"
     assert (call.prompt_tokens, call.completion_tokens) == (3, 2)
-    assert call.to_json().keys() == {"step", "prompt", "output", "prompt_tokens", "completion_tokens", "seconds"}
+    assert call.to_json().keys() == {"step", "prompt", "output", "prompt_tokens", "completion_tokens", "seconds",
+                                      "cached"}
     assert llm.calls[1].output == "1"
 
 

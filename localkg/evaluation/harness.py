@@ -59,11 +59,12 @@ class EvalConfig:
     prompt_style: str | None = None
     n_gpu_layers: int = 0
     llm_threads: int | None = None
+    llm_cache: str | None = None
 
     def identity(self) -> dict[str, Any]:
         """The fields that define the run (not the output folder, nor how fast the model runs)."""
         values = asdict(self)
-        for runtime_only in ("out", "n_gpu_layers", "llm_threads"):
+        for runtime_only in ("out", "n_gpu_layers", "llm_threads", "llm_cache"):
             values.pop(runtime_only)
         values["questions"] = str(Path(self.questions).resolve())
         values["db"] = str(Path(self.db).resolve()) if self.db else None
@@ -86,7 +87,8 @@ class Services:
 
             config = self.config
             self._llm = llm_factory(Path(config.model) if config.model else None, config.n_ctx, config.n_gpu_layers,
-                                    config.llm_threads, config.prompt_style, config.seed)()
+                                    config.llm_threads, config.prompt_style,
+                                    Path(config.llm_cache) if config.llm_cache else None, config.seed)()
         return self._llm
 
     def scorer(self) -> Any:
@@ -340,13 +342,15 @@ def _grouped(records: Sequence[dict[str, Any]], key: str) -> dict[str, dict[str,
 
 
 def _steps(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """LLM cost totalled per reasoner step (the ``step`` of each call)."""
-    totals: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "prompt_tokens": 0,
+    """LLM cost totalled per reasoner step (the ``step`` of each call); ``cached`` counts the calls
+    answered from ``--llm-cache`` (their seconds are the lookup's)."""
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: {"calls": 0, "cached": 0, "prompt_tokens": 0,
                                                                "completion_tokens": 0, "seconds": 0.0})
     for record in records:
         for call in record.get("trace", {}).get("llm", []):
             step = totals[str(call.get("step", "?"))]
             step["calls"] += 1
+            step["cached"] += int(bool(call.get("cached")))
             step["prompt_tokens"] += int(call.get("prompt_tokens", 0))
             step["completion_tokens"] += int(call.get("completion_tokens", 0))
             step["seconds"] += float(call.get("seconds", 0.0))

@@ -74,8 +74,9 @@ def write_report(out: Path, summary: dict[str, Any], records: Sequence[dict[str,
               "", f"![cost distribution]({COST_PLOT})", ""]
     if breakdowns["by_step"]:
         lines += ["## LLM cost per reasoner step (totals)", "",
-                  *_table(["step", "calls", "prompt tokens", "completion tokens", "seconds"],
-                          [[name, int(s["calls"]), int(s["prompt_tokens"]), int(s["completion_tokens"]), s["seconds"]]
+                  *_table(["step", "calls", "from cache", "prompt tokens", "completion tokens", "seconds"],
+                          [[name, int(s["calls"]), int(s.get("cached", 0)), int(s["prompt_tokens"]),
+                            int(s["completion_tokens"]), s["seconds"]]
                            for name, s in breakdowns["by_step"].items()]), ""]
     misses = [r for r in records if not r["metrics"]["hits@1"]][:MISSES_SHOWN]
     if misses:

@@ -88,10 +88,10 @@ class LanguageModel(ABC):
         return prompts.render(PROMPTS, "json", prompt=prompt)
 
     def _record(self, step: str, prompt: str, output: str, prompt_tokens: int, completion_tokens: int,
-                started: float) -> None:
+                started: float, cached: bool = False) -> None:
         self.calls.append(LLMCall(step=step, prompt=prompt, output=output, prompt_tokens=int(prompt_tokens),
                                   completion_tokens=int(completion_tokens),
-                                  seconds=time.perf_counter() - started))
+                                  seconds=time.perf_counter() - started, cached=cached))
 
 
 def clamp_k(k: int, n: int) -> int:

@@ -22,6 +22,7 @@ class LLMCall:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    cached: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -31,4 +32,5 @@ class LLMCall:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "seconds": round(self.seconds, 4),
+            "cached": self.cached,
         }

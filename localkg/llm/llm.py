@@ -20,10 +20,11 @@ import os
 import time
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from localkg.errors import PromptTooLongError, UnsupportedSchemaError
 from localkg.llm.base import LanguageModel, clamp_k, format_probabilities
+from localkg.llm.cache import ResponseCache, call_key, model_identity
 from localkg.llm.calls import LLMCall
 from localkg.llm.engine import Engine, shared_engine
 from localkg.llm.framing import Framing, choose_framing
@@ -39,17 +40,19 @@ NO = ("no", "No")
 
 class LLM(LanguageModel):
     """A GGUF model through llama-cpp-python. Loading is lazy and shared: every ``LLM`` with the same
-    model file, ``n_ctx``, GPU layers and threads uses one loaded model (``calls`` stay per object)."""
+    model file, ``n_ctx``, GPU layers and threads uses one loaded model (``calls`` stay per object).
+    With a ``cache`` (``cache.py``), a call asked before is answered from it."""
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, n_ctx: int = DEFAULT_N_CTX,
                  n_gpu_layers: int = 0, n_threads: int | None = None, seed: int = 0,
-                 prompt_style: str | None = None):
+                 prompt_style: str | None = None, cache: ResponseCache | None = None):
         self._requested_path = model_path
         self.n_ctx = int(n_ctx)
         self.n_gpu_layers = int(n_gpu_layers)
         self.n_threads = n_threads
         self.seed = int(seed)
         self._requested_style = prompt_style
+        self.cache = cache
         self.calls: list[LLMCall] = []
 
     # ---------------------------------------------------------------------------- loading
@@ -99,9 +102,12 @@ class LLM(LanguageModel):
         """Free text, at most ``max_tokens`` tokens, cut at the first ``stop`` string."""
         started = time.perf_counter()
         tokens = self._prompt_tokens(step, prompt, max_tokens)
-        text, usage = self.engine.complete(tokens, max_tokens=max_tokens, stop=stop, seed=self.seed)
-        self._record(step, prompt, text, usage["prompt_tokens"], usage["completion_tokens"], started)
-        return text
+
+        def run() -> dict[str, Any]:
+            text, usage = self.engine.complete(tokens, max_tokens=max_tokens, stop=stop, seed=self.seed)
+            return _answer(text, text, usage["prompt_tokens"], usage["completion_tokens"])
+
+        return self._ask(step, "generate", prompt, {"max_tokens": max_tokens, "stop": stop}, started, run)
 
     def choose(self, prompt: str, options: list[str], *, step: str, k: int = 1,
                allow_none: bool = False) -> list[int]:
@@ -117,9 +123,14 @@ class LLM(LanguageModel):
         k = clamp_k(k, len(kept))
         text = self.choice_prompt(prompt, kept, k, allow_none)
         tokens = self._prompt_tokens(step, text, budget)
-        output, generated = self.engine.constrained(tokens, choice_grammar(len(kept), k, allow_none),
-                                                    max_tokens=budget)
-        self._record(step, text, output, len(tokens), generated, started)
+
+        def run() -> dict[str, Any]:
+            output, generated = self.engine.constrained(tokens, choice_grammar(len(kept), k, allow_none),
+                                                        max_tokens=budget)
+            return _answer(output, output, len(tokens), generated)
+
+        output = self._ask(step, "choose", text, {"options": len(kept), "k": k, "allow_none": allow_none},
+                           started, run)
         return parse_choice(output, len(kept), k)
 
     def score_options(self, prompt: str, options: list[str], *, step: str) -> list[float]:
@@ -132,21 +143,27 @@ class LLM(LanguageModel):
         kept = self._fit_or_raise(step, lambda some: self.choice_prompt(prompt, some), options, budget)
         text = self.choice_prompt(prompt, kept)
         tokens = self._prompt_tokens(step, text, budget)
-        labels = [(f" {number}", f"{number}") for number in range(1, len(kept) + 1)]
-        probabilities = self._label_probabilities(text, labels)
-        probabilities += [0.0] * (len(options) - len(kept))
-        self._record(step, text, format_probabilities(probabilities), len(tokens), 0, started)
-        return probabilities
+
+        def run() -> dict[str, Any]:
+            labels = [(f" {number}", f"{number}") for number in range(1, len(kept) + 1)]
+            probabilities = self._label_probabilities(text, labels)
+            return _answer(probabilities, format_probabilities(probabilities), len(tokens), 0)
+
+        probabilities = self._ask(step, "score_options", text, {"options": len(kept)}, started, run)
+        return probabilities + [0.0] * (len(options) - len(kept))
 
     def yes_no(self, prompt: str, *, step: str) -> tuple[bool, float]:
         """The answer and P(yes), from the probabilities of "yes" and "no" as the next word."""
         started = time.perf_counter()
         text = self.yes_no_prompt(prompt)
         tokens = self._prompt_tokens(step, text, 1)
-        p_yes, _ = self._label_probabilities(text, [_spellings(YES), _spellings(NO)])
-        answer = p_yes >= 0.5
-        self._record(step, text, f"{'yes' if answer else 'no'} p_yes={p_yes:.3f}", len(tokens), 0, started)
-        return answer, p_yes
+
+        def run() -> dict[str, Any]:
+            p_yes, _ = self._label_probabilities(text, [_spellings(YES), _spellings(NO)])
+            return _answer(p_yes, f"{'yes' if p_yes >= 0.5 else 'no'} p_yes={p_yes:.3f}", len(tokens), 0)
+
+        p_yes = self._ask(step, "yes_no", text, {}, started, run)
+        return p_yes >= 0.5, p_yes
 
     def json(self, prompt: str, schema: dict[str, Any], *, step: str, max_tokens: int = 256) -> dict[str, Any]:
         """An object following ``schema`` (always parses). Strings and arrays without bounds get
@@ -157,11 +174,34 @@ class LLM(LanguageModel):
         bounded = bounded_json_grammar(schema, max_tokens)
         text = self.json_prompt(prompt)
         tokens = self._prompt_tokens(step, text, bounded.max_tokens)
-        output, generated = self.engine.constrained(tokens, bounded.grammar, max_tokens=bounded.max_tokens)
-        self._record(step, text, output, len(tokens), generated, started)
-        return jsonlib.loads(output)
+
+        def run() -> dict[str, Any]:
+            output, generated = self.engine.constrained(tokens, bounded.grammar, max_tokens=bounded.max_tokens)
+            return _answer(output, output, len(tokens), generated)
+
+        return jsonlib.loads(self._ask(step, "json", text, {"grammar": bounded.grammar}, started, run))
 
     # -------------------------------------------------------------------------- internals
+    def _ask(self, step: str, kind: str, text: str, parameters: dict[str, Any], started: float,
+             run: Callable[[], dict[str, Any]]) -> Any:
+        """``run()``'s answer, or the cached answer of the same call; recorded either way.
+        The prompt tokens were counted (and checked against ``n_ctx``) before: a hit is no
+        licence for a prompt that no longer fits."""
+        key = None
+        if self.cache is not None:
+            settings = {"n_gpu_layers": self.n_gpu_layers, "seed": self.seed, "prompt_style": self._requested_style}
+            key = call_key(model_identity(self.model_path), settings, kind, text, parameters)
+            answer = self.cache.get(key)
+            if answer is not None:
+                self._record(step, text, answer["output"], answer["prompt_tokens"], answer["completion_tokens"],
+                             started, cached=True)
+                return answer["value"]
+        answer = run()
+        if key is not None:
+            self.cache.put(key, answer)
+        self._record(step, text, answer["output"], answer["prompt_tokens"], answer["completion_tokens"], started)
+        return answer["value"]
+
     def _fit_or_raise(self, step: str, render: Any, options: list[str], budget: int) -> list[str]:
         kept = self.fit_options(render, options, reserve=budget)
         if not kept:
@@ -188,6 +228,12 @@ class LLM(LanguageModel):
             mass[owner] += probability
         total = sum(mass)
         return [m / total for m in mass]
+
+
+def _answer(value: Any, output: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """What a call returns and records, as the cache stores it."""
+    return {"value": value, "output": output, "prompt_tokens": int(prompt_tokens),
+            "completion_tokens": int(completion_tokens)}
 
 
 def _spellings(words: tuple[str, ...]) -> tuple[str, ...]:
