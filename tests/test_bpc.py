@@ -235,6 +235,20 @@ def test_empty_graph_and_unknown_entity_give_no_answer_with_the_reason(tmp_path,
         isolated.close()
 
 
+def test_with_two_topics_the_answers_are_the_nodes_both_reach(tmp_path, scorer):
+    """A conjunctive question: each topic alone reaches a wrong player too; only Alice is both."""
+    kg = KG.create(tmp_path / "db")
+    kg.add_triples([("Alice", "plays_for", "Club X"), ("Alice", "position", "Defender"),
+                    ("Bob", "plays_for", "Club X"), ("Bob", "position", "Forward"),
+                    ("Carol", "plays_for", "Club Y"), ("Carol", "position", "Defender")])
+    result = bpc(kg, scorer, first_then_stop).answer("which defender plays for Club X", ["Club X", "Defender"])
+    assert [answer.id for answer in result.answers] == ["Alice"]
+    assert {path.start.id for path in result.evidence} <= {"Club X", "Defender"}
+    one_topic = bpc(kg, scorer, first_then_stop).answer("which defender plays for Club X", ["Club X"])
+    assert {answer.id for answer in one_topic.answers} == {"Alice", "Bob"}
+    kg.close()
+
+
 def test_real_model_answers_a_metaqa_question(metaqa_kg, llm, scorer):
     reasoner = BoundedPathContext(Context(metaqa_kg, llm_factory=lambda: llm, scorer_factory=lambda: scorer),
                                   depth=2)

@@ -20,7 +20,8 @@ graph order) and through mediators; the choice is grammar-constrained;
 siblings (beams with the same parent and relation) share one call, as their
 prompts differ only in the entity's name; the answer is a node chosen among
 the paths' ends, weighted by the paths' relevance, followed by the other ends
-its relation chain reached.
+its relation chain reached; with several topic entities, the nodes reached
+from most of them are the only candidates (the original has no conjunction).
 """
 from __future__ import annotations
 
@@ -179,7 +180,22 @@ class BoundedPathContext(Reasoner):
 
     # ------------------------------------------------------------------ answer extraction
     def _answer(self, question: str, beams: Sequence[Beam], reached: Sequence[Beam], result: Result) -> None:
-        shown = _dedupe_ends(sorted(beams, key=lambda b: (not b.finished, -b.relevance)))[: self.config["answer_paths"]]
+        """The model scores the ends of the first ``answer_paths`` paths (finished first, then by
+        relevance) against their relevance; the winner's relation chain gives the other answers.
+
+        When some node is reached from several topic entities (a conjunctive question: "the
+        defender of club X"), only such nodes are candidates, and all of them are answers: beams
+        from different topics never meet otherwise, and one topic's neighbours alone answer
+        the wrong question (as tog does; docs/reasoners.md).
+        """
+        support: dict[str, set[str]] = {}
+        for beam in [*beams, *reached]:
+            support.setdefault(beam.current.id, set()).add(beam.start.id)
+        topics = {beam.start.id for beam in beams}
+        most = max((len(starts) for end, starts in support.items() if end not in topics), default=0)
+        pool = ([b for b in [*beams, *reached] if b.current.id not in topics and len(support[b.current.id]) == most]
+                if most > 1 else list(beams))
+        shown = _dedupe_ends(sorted(pool, key=lambda b: (not b.finished, -b.relevance)))[: self.config["answer_paths"]]
         relevance = np.array([b.relevance for b in shown])
         combined = (relevance - relevance.max()) / self.config["temperature"]
         if len(shown) > 1:
@@ -190,7 +206,10 @@ class BoundedPathContext(Reasoner):
             if probabilities is not None:
                 combined = combined + self.config["answer_weight"] * np.log(np.maximum(probabilities, 1e-9))
         winner = shown[int(np.argmax(combined))]
-        siblings = [b for b in [*beams, *reached] if b.relation_chain == winner.relation_chain]
+        if most > 1:
+            siblings = sorted(pool, key=lambda b: -b.relevance)
+        else:
+            siblings = [b for b in [*beams, *reached] if b.relation_chain == winner.relation_chain]
         seen: set[str] = set()
         for beam in [winner, *siblings]:
             if beam.current.id in seen or beam.current.id == beam.start.id:
