@@ -246,6 +246,19 @@ def test_with_two_topics_the_answers_are_the_nodes_both_reach(tmp_path, scorer):
     assert {path.start.id for path in result.evidence} <= {"Club X", "Defender"}
     one_topic = bpc(kg, scorer, first_then_stop).answer("which defender plays for Club X", ["Club X"])
     assert {answer.id for answer in one_topic.answers} == {"Alice", "Bob"}
+    # Carol is a defender two hops from Club X (a teammate of Alice's): both topics reach her too,
+    # but further; the closest meeting nodes are the answers
+    kg.add_triples([("Alice", "teammate_of", "Carol")])
+
+    def two_hops(step, prompt, options):
+        if step in ("select-1", "select-2"):
+            return [i for i, option in enumerate(options) if not option.startswith("STOP")][:3]
+        return [stop_option(options)] if step.startswith("select") else None
+
+    deeper = bpc(kg, scorer, two_hops).answer("which defender plays for Club X", ["Club X", "Defender"])
+    assert any(note.startswith("depth 2: from Alice follow") and "teammate" in note for note in deeper.notes)
+    assert [answer.id for answer in deeper.answers] == ["Alice"]
+    assert "answer" not in steps_of(deeper)  # one candidate left: nothing for the model to choose
     kg.close()
 
 

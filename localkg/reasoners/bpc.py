@@ -20,8 +20,9 @@ graph order) and through mediators; the choice is grammar-constrained;
 siblings (beams with the same parent and relation) share one call, as their
 prompts differ only in the entity's name; the answer is a node chosen among
 the paths' ends, weighted by the paths' relevance, followed by the other ends
-its relation chain reached; with several topic entities, the nodes reached
-from most of them are the only candidates (the original has no conjunction).
+its relation chain reached; with several topic entities, the closest nodes
+reached from the most of them are the only candidates (the original has no
+conjunction).
 """
 from __future__ import annotations
 
@@ -184,17 +185,23 @@ class BoundedPathContext(Reasoner):
         relevance) against their relevance; the winner's relation chain gives the other answers.
 
         When some node is reached from several topic entities (a conjunctive question: "the
-        defender of club X"), only such nodes are candidates, and all of them are answers: beams
-        from different topics never meet otherwise, and one topic's neighbours alone answer
-        the wrong question (as tog does; docs/reasoners.md).
+        defender of club X"), the candidates are the nodes reached from the most of them, and of
+        those the closest (fewest hops from those topics in all), and all of them are answers:
+        beams from different topics never meet otherwise, and one topic's neighbours alone answer
+        the wrong question (docs/reasoners.md).
         """
-        support: dict[str, set[str]] = {}
+        hops: dict[str, dict[str, int]] = {}  # end -> topic -> fewest hops from it
         for beam in [*beams, *reached]:
-            support.setdefault(beam.current.id, set()).add(beam.start.id)
+            by_topic = hops.setdefault(beam.current.id, {})
+            by_topic[beam.start.id] = min(len(beam.path.steps), by_topic.get(beam.start.id, len(beam.path.steps)))
         topics = {beam.start.id for beam in beams}
-        most = max((len(starts) for end, starts in support.items() if end not in topics), default=0)
-        pool = ([b for b in [*beams, *reached] if b.current.id not in topics and len(support[b.current.id]) == most]
-                if most > 1 else list(beams))
+        meeting = {end: by_topic for end, by_topic in hops.items() if end not in topics}
+        most = max((len(by_topic) for by_topic in meeting.values()), default=0)
+        pool = list(beams)
+        if most > 1:
+            distance = {end: sum(by_topic.values()) for end, by_topic in meeting.items() if len(by_topic) == most}
+            closest = min(distance.values())
+            pool = [b for b in [*beams, *reached] if distance.get(b.current.id) == closest]
         shown = _dedupe_ends(sorted(pool, key=lambda b: (not b.finished, -b.relevance)))[: self.config["answer_paths"]]
         relevance = np.array([b.relevance for b in shown])
         combined = (relevance - relevance.max()) / self.config["temperature"]
