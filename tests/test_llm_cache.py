@@ -12,6 +12,7 @@ from localkg.cli import main
 from localkg.llm import LLM
 from localkg.llm.cache import ResponseCache
 from localkg.llm.engine import Engine
+from localkg.llm.framing import PROMPT_STYLE_ENV
 from localkg.store import KG
 
 pytestmark = pytest.mark.model
@@ -68,11 +69,15 @@ def test_what_the_answer_depends_on_is_part_of_the_key(tmp_path: Path, llm: LLM,
         lambda: LLM(cache=ResponseCache(path)).choose("Who directed Top Hat?", OPTIONS[:2], step="choose", k=2),
         lambda: LLM(cache=ResponseCache(path), seed=1).choose("Who directed Top Hat?", OPTIONS, step="choose", k=2),
         lambda: LLM(cache=ResponseCache(path), prompt_style="completion").choose("Who directed Top Hat?", OPTIONS,
-                                                                           step="choose", k=2),
+                                                                                step="choose", k=2),
     ]
     for call in changed:
         with pytest.raises(AssertionError, match="the model ran"):
             call()
+    with monkeypatch.context() as environment:
+        environment.setenv(PROMPT_STYLE_ENV, "completion")
+        with pytest.raises(AssertionError, match="the model ran"):
+            LLM(cache=ResponseCache(path)).choose("Who directed Top Hat?", OPTIONS, step="choose", k=2)
     # the step name is only a label: the same call from another step is a hit
     assert LLM(cache=ResponseCache(path)).choose("Who directed Top Hat?", OPTIONS, step="other", k=2)
 

@@ -27,7 +27,7 @@ from localkg.llm.base import LanguageModel, clamp_k, format_probabilities
 from localkg.llm.cache import ResponseCache, call_key, model_identity
 from localkg.llm.calls import LLMCall
 from localkg.llm.engine import Engine, shared_engine
-from localkg.llm.framing import Framing, choose_framing
+from localkg.llm.framing import PROMPT_STYLE_ENV, Framing, choose_framing
 from localkg.llm.grammars import bounded_json_grammar, choice_grammar, choice_max_bytes, parse_choice
 from localkg.llm.model_files import resolve_model_path
 from localkg.llm.scoring import label_logprobs, normalise
@@ -189,7 +189,8 @@ class LLM(LanguageModel):
         licence for a prompt that no longer fits."""
         key = None
         if self.cache is not None:
-            settings = {"n_gpu_layers": self.n_gpu_layers, "seed": self.seed, "prompt_style": self._requested_style}
+            style = self._requested_style or os.environ.get(PROMPT_STYLE_ENV)  # None: auto, set by the model file
+            settings = {"n_gpu_layers": self.n_gpu_layers, "seed": self.seed, "prompt_style": style}
             key = call_key(model_identity(self.model_path), settings, kind, text, parameters)
             answer = self.cache.get(key)
             if answer is not None:
