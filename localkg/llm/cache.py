@@ -49,12 +49,6 @@ class ResponseCache:
         with self._lock:
             return int(self._connect().execute("SELECT count(*) FROM answers").fetchone()[0])
 
-    def close(self) -> None:
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
