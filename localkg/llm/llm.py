@@ -182,6 +182,14 @@ class LLM(LanguageModel):
         return jsonlib.loads(self._ask(step, "json", text, {"grammar": bounded.grammar}, started, run))
 
     # -------------------------------------------------------------------------- internals
+    @cached_property
+    def _answers_depend_on(self) -> tuple[list[Any], dict[str, Any]]:
+        """The model file's identity and the settings every answer depends on, for cache keys;
+        read once, as the framing is."""
+        style = self._requested_style or os.environ.get(PROMPT_STYLE_ENV)  # None: auto, set by the model file
+        return model_identity(self.model_path), {"n_gpu_layers": self.n_gpu_layers, "seed": self.seed,
+                                                 "prompt_style": style}
+
     def _ask(self, step: str, kind: str, text: str, parameters: dict[str, Any], started: float,
              run: Callable[[], dict[str, Any]]) -> Any:
         """``run()``'s answer, or the cached answer of the same call; recorded either way.
@@ -189,9 +197,8 @@ class LLM(LanguageModel):
         licence for a prompt that no longer fits."""
         key = None
         if self.cache is not None:
-            style = self._requested_style or os.environ.get(PROMPT_STYLE_ENV)  # None: auto, set by the model file
-            settings = {"n_gpu_layers": self.n_gpu_layers, "seed": self.seed, "prompt_style": style}
-            key = call_key(model_identity(self.model_path), settings, kind, text, parameters)
+            model, settings = self._answers_depend_on
+            key = call_key(model, settings, kind, text, parameters)
             answer = self.cache.get(key)
             if answer is not None:
                 self._record(step, text, answer["output"], answer["prompt_tokens"], answer["completion_tokens"],
