@@ -3,10 +3,22 @@
 Kùzu has no unique constraint on relationship rows and refuses duplicate
 primary keys in ``COPY``, so every load must know which nodes and facts the
 database already holds. Asking Kùzu for each key would be slow at dump scale;
-instead each kind of key keeps a set of BLAKE2b-64 hashes on disk, as a few
-sorted NumPy runs (an LSM-style layout): lookups memory-map the runs, adds
-write a new run, and runs are merged when there are too many. Memory stays
-bounded by the page cache, not by the number of keys.
+instead each kind of key keeps a set of BLAKE2b-64 hashes on disk as sorted
+NumPy runs, an LSM-style layout:
+
+* a lookup memory-maps every run and binary-searches it;
+* an add writes a new run, then merges the newest runs while the run before
+  them is no larger than they are together (a binary counter), so a set of N
+  keys added in batches of b has at most log2(N/b) + 1 runs and every key is
+  rewritten about log2(N/b) times in all. Merging every run whenever a few
+  had piled up rewrote the whole set each time: quadratic over a Freebase load;
+* a merge streams its runs in blocks of at most :data:`MERGE_BLOCK_KEYS` keys
+  in all, so its memory is bounded however large the set grows.
+
+A run is named by the range of adds it holds (``run-000003-000005.npy``) and
+written under a temporary name first. A crash after a merge is written but
+before its inputs are deleted leaves runs whose range another run covers; the
+next open deletes those, so no key is counted twice.
 
 With 64-bit hashes the chance of any collision among 10⁸ keys is about
 3·10⁻⁴; a collision would drop one fact as a "duplicate". That trade is
@@ -16,12 +28,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
-MAX_RUNS = 8
+MERGE_BLOCK_KEYS = 1 << 23
+_RUN_NAME = re.compile(r"run-(\d+)(?:-(\d+))?\.npy")
 
 
 def hash_keys(keys: Iterable[str]) -> np.ndarray:
@@ -47,66 +62,153 @@ def find_sorted(sorted_hashes: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarr
     return positions, np.asarray(sorted_hashes[positions]) == hashes
 
 
+def merge_sorted_runs(runs: list[np.ndarray], out: np.ndarray, block_keys: int = MERGE_BLOCK_KEYS) -> None:
+    """Merge ascending runs into ``out`` (as long as all of them), reading at most about
+    ``block_keys`` keys at a time.
+
+    Each step cuts at the smallest of the runs' block ends, so every run gives at most one block
+    and the run that set the cut gives a whole one.
+
+    >>> out = np.zeros(6, dtype=np.uint64)
+    >>> merge_sorted_runs([np.array([1, 4, 9], dtype=np.uint64), np.array([2, 3, 10], dtype=np.uint64)], out, 2)
+    >>> out.tolist()
+    [1, 2, 3, 4, 9, 10]
+    """
+    block = max(1, block_keys // max(1, len(runs)))
+    positions = [0] * len(runs)
+    written = 0
+    while True:
+        live = [i for i, run in enumerate(runs) if positions[i] < len(run)]
+        if not live:
+            return
+        cut = min(runs[i][min(positions[i] + block, len(runs[i])) - 1] for i in live)
+        pieces = []
+        for i in live:
+            window = runs[i][positions[i]:positions[i] + block]
+            taken = int(np.searchsorted(window, cut, side="right"))
+            pieces.append(np.asarray(window[:taken]))
+            positions[i] += taken
+        merged = np.sort(np.concatenate(pieces))
+        out[written:written + len(merged)] = merged
+        written += len(merged)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One sorted run on disk and the range of adds it holds."""
+
+    first: int
+    last: int
+    path: Path
+
+    @classmethod
+    def parse(cls, path: Path) -> "_Run | None":
+        match = _RUN_NAME.fullmatch(path.name)
+        if match is None:
+            return None
+        first = int(match.group(1))
+        return cls(first, int(match.group(2) or first), path)
+
+    def covers(self, other: "_Run") -> bool:
+        return self is not other and self.first <= other.first and other.last <= self.last
+
+
 class KeySet:
     """A set of uint64 hashes stored as sorted runs in one directory."""
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._runs: list[np.ndarray] = []
+        self._runs: list[_Run] = []
+        self._arrays: list[np.ndarray] = []
         self._load_runs()
 
-    def _run_paths(self) -> list[Path]:
-        return sorted(self.directory.glob("run-*.npy"))
-
     def _load_runs(self) -> None:
-        self._runs = [np.load(path, mmap_mode="r") for path in self._run_paths()]
+        """Read the run files, oldest first, deleting runs that a completed merge covers and
+        files a crash left half written."""
+        for partial in self.directory.glob("run-*.part"):
+            partial.unlink()
+        runs = [run for path in self.directory.glob("run-*.npy") if (run := _Run.parse(path)) is not None]
+        kept = []
+        for run in runs:
+            if any(other.covers(run) for other in runs):
+                run.path.unlink()
+            else:
+                kept.append(run)
+        self._runs = sorted(kept, key=lambda run: run.first)
+        self._arrays = [np.load(run.path, mmap_mode="r") for run in self._runs]
 
     def __len__(self) -> int:
-        return int(sum(len(run) for run in self._runs))
+        return int(sum(len(array) for array in self._arrays))
+
+    @property
+    def run_count(self) -> int:
+        return len(self._runs)
 
     def contains(self, hashes: np.ndarray) -> np.ndarray:
         """A boolean mask: which of ``hashes`` are already in the set."""
         found = np.zeros(len(hashes), dtype=bool)
-        for run in self._runs:
-            found |= find_sorted(run, hashes)[1]
+        for array in self._arrays:
+            found |= find_sorted(array, hashes)[1]
         return found
 
     def add(self, hashes: np.ndarray) -> None:
-        """Add hashes (which the caller has already checked are new) as a new run."""
+        """Add hashes (which the caller has already checked are new) as a new run, then merge
+        the newest runs while the run before them is no larger than they are together."""
         if len(hashes) == 0:
             return
-        run = np.unique(np.asarray(hashes, dtype=np.uint64))
-        index = len(self._run_paths())
-        self._write_run(self.directory / f"run-{index:06d}.npy", run)
+        number = self._runs[-1].last + 1 if self._runs else 0
+        path = self.directory / f"run-{number:06d}-{number:06d}.npy"
+        _write_atomically(path, lambda handle: np.save(handle, np.unique(np.asarray(hashes, dtype=np.uint64))))
         self._load_runs()
-        if len(self._runs) > MAX_RUNS:
-            self.compact()
+        sizes = [len(array) for array in self._arrays]
+        count, total = 1, sizes[-1]
+        while count < len(sizes) and sizes[-count - 1] <= total:
+            count += 1
+            total += sizes[-count]
+        if count > 1:
+            self._merge(len(sizes) - count)
 
     def compact(self) -> None:
         """Merge all runs into one."""
-        if len(self._runs) <= 1:
-            return
-        merged = np.unique(np.concatenate([np.asarray(run) for run in self._runs]))
-        old = self._run_paths()
-        self._runs = []
-        self._write_run(self.directory / "run-merged.tmp.npy", merged)
-        for path in old:
-            path.unlink()
-        os.replace(self.directory / "run-merged.tmp.npy", self.directory / "run-000000.npy")
-        self._load_runs()
+        if len(self._runs) > 1:
+            self._merge(0)
 
     def clear(self) -> None:
         """Forget every key (used before a rebuild from the database)."""
-        self._runs = []
-        for path in self._run_paths():
+        for path in self.directory.glob("run-*"):
             path.unlink()
+        self._load_runs()
 
-    @staticmethod
-    def _write_run(path: Path, run: np.ndarray) -> None:
-        tmp = path.with_name(path.name + ".part")
-        with open(tmp, "wb") as handle:
-            np.save(handle, run)
+    def _merge(self, start: int) -> None:
+        """Merge the runs from position ``start`` on into one that names their whole range."""
+        inputs, arrays = self._runs[start:], self._arrays[start:]
+        path = self.directory / f"run-{inputs[0].first:06d}-{inputs[-1].last:06d}.npy"
+        total = sum(len(array) for array in arrays)
+
+        def write(handle) -> None:
+            np.lib.format.write_array_header_1_0(
+                handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint64)), "fortran_order": False,
+                         "shape": (total,)})
             handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+            offset = handle.tell()
+            handle.truncate(offset + total * 8)
+            out = np.memmap(handle, dtype=np.uint64, mode="r+", offset=offset, shape=(total,))
+            merge_sorted_runs(arrays, out, MERGE_BLOCK_KEYS)
+            out.flush()
+            del out
+
+        _write_atomically(path, write)
+        for run in inputs:
+            run.path.unlink()
+        self._load_runs()
+
+
+def _write_atomically(path: Path, write) -> None:
+    """Write a file under a temporary name, sync it, then give it its name."""
+    tmp = path.with_name(path.name + ".part")
+    with open(tmp, "w+b") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
