@@ -19,6 +19,13 @@ relations it has in which direction and how many, so listing a hub's
 relations reads a few summary rows instead of scanning all its edges.
 ``Label`` keys normalised names and aliases, because Kùzu indexes only
 primary keys and exact-name lookup must not scan every node.
+
+``HasRel`` and ``Names`` are stored in their forward direction only: every
+query walks them from the node (the label), and Kùzu's backward adjacency of
+``HasRel`` is keyed by the few ``Relation`` nodes, so each load batch's commit
+rewrote it whole (0.63 s per 1,000 summary rows on a 2M-line Freebase load,
+0.10 s forward only). Fact keeps both directions: reasoners walk edges both
+ways. Databases created before this keep both directions and read the same.
 """
 from __future__ import annotations
 
@@ -38,8 +45,8 @@ DDL = (
     "CREATE NODE TABLE Relation(id STRING, label STRING, description STRING, facts INT64, PRIMARY KEY(id))",
     "CREATE NODE TABLE Label(id STRING, PRIMARY KEY(id))",
     "CREATE REL TABLE Fact(FROM Node TO Node, rel STRING)",
-    "CREATE REL TABLE HasRel(FROM Node TO Relation, dir STRING, n INT64)",
-    "CREATE REL TABLE Names(FROM Label TO Node, how STRING)",
+    "CREATE REL TABLE HasRel(FROM Node TO Relation, dir STRING, n INT64) WITH (storage_direction = 'fwd')",
+    "CREATE REL TABLE Names(FROM Label TO Node, how STRING) WITH (storage_direction = 'fwd')",
 )
 
 NODE_COLUMNS = ("id", "name", "kind", "aliases", "description", "types", "value", "datatype", "lang", "hub")
