@@ -197,7 +197,9 @@ def eval_group() -> None:
 @click.option("--seed", default=0, show_default=True, help="Seed of the sample and of the LLM.")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder (default: eval-runs/<reasoner>-<questions file>).")
-@click.option("--resume", is_flag=True, help="Continue the run in --out, skipping answered questions.")
+@click.option("--resume", is_flag=True,
+              help="Continue the run in --out, skipping answered questions (--limit may differ: "
+                   "it grows or shortens the run).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Reasoner setting (repeatable).")
 @llm_options
 @friendly_errors

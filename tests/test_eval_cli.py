@@ -100,6 +100,26 @@ def test_eval_metaqa_sample(metaqa_sample, tmp_path: Path) -> None:
     assert other.exit_code != 0 and "different seed" in other.output
 
 
+def test_resume_with_another_limit_answers_only_the_new_questions(metaqa_sample, tmp_path: Path) -> None:
+    """--limit N is the first N of the sample in the order drawn, so a run grows (or is summarised
+    shorter) by resuming with another limit; the questions answered before are not asked again."""
+    questions, db = metaqa_sample
+    out = tmp_path / "run"
+    args = [questions, "--db", db, "--reasoner", "embed-path", "--sample", 8, "--seed", 3, "--out", out]
+    assert invoke(*args, "--limit", 3).exit_code == 0
+    first = lines_of(out / "predictions.jsonl")
+    grown = invoke(*args, "--limit", 5, "--resume")
+    assert grown.exit_code == 0, grown.output
+    records = lines_of(out / "predictions.jsonl")
+    expected = [q.id for q in select_questions(read_questions(questions), 8, 3, None)]
+    assert [r["qid"] for r in records] == expected[:5] and records[:3] == first
+    assert json.loads((out / "summary.json").read_text())["n"] == 5
+    shorter = invoke(*args, "--limit", 2, "--resume")
+    assert shorter.exit_code == 0, shorter.output
+    assert len(lines_of(out / "predictions.jsonl")) == 5
+    assert json.loads((out / "summary.json").read_text())["n"] == 2
+
+
 def test_resume_after_a_killed_run(metaqa_sample, tmp_path: Path) -> None:
     questions, db = metaqa_sample
     out = tmp_path / "run"

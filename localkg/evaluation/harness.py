@@ -39,6 +39,9 @@ PREDICTIONS = "predictions.jsonl"
 SUMMARY = "summary.json"
 RUN = "run.json"
 COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "kg_queries", "seconds")
+# ``--limit`` takes the first N of the questions in the order drawn, so a run resumed with another
+# limit keeps every answer it has (the summary counts the first N); the other fields change answers.
+RESUMABLE_CHANGES = ("limit",)
 
 
 @dataclass
@@ -251,7 +254,8 @@ def _prepare_output(out: Path, config: EvalConfig, resume: bool) -> set[str]:
     if resume and run_file.exists():
         previous = json.loads(run_file.read_text())
         current = json.loads(json.dumps(config.identity()))
-        changed = sorted(k for k in set(previous) | set(current) if previous.get(k) != current.get(k))
+        changed = sorted(k for k in set(previous) | set(current)
+                         if k not in RESUMABLE_CHANGES and previous.get(k) != current.get(k))
         if changed:
             raise EvaluationError(f"--resume: {out} holds a run with different {', '.join(changed)}; "
                                   "resume it with the same options, or choose another --out")
