@@ -160,7 +160,8 @@ class KeySet:
         number = self._runs[-1].last + 1 if self._runs else 0
         path = self.directory / f"run-{number:06d}-{number:06d}.npy"
         _write_atomically(path, lambda handle: np.save(handle, np.unique(np.asarray(hashes, dtype=np.uint64))))
-        self._load_runs()
+        self._runs.append(_Run(number, number, path))
+        self._arrays.append(np.load(path, mmap_mode="r"))
         sizes = [len(array) for array in self._arrays]
         count, total = 1, sizes[-1]
         while count < len(sizes) and sizes[-count - 1] <= total:
