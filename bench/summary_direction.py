@@ -16,28 +16,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-MAKE_DUMP = REPO.parent / "shared" / "tools" / "make_dump.py"
-LINES_PER_ENTITY = 9.0
+from load_dumps import LINES_PER_ENTITY, REPO, make_dump
+
 FORWARD_ONLY = " WITH (storage_direction = 'fwd')"
 
-CHILD = r'''
-import json, resource, sys, time
-from pathlib import Path
 
-def main(variant, dump, db):
+def child_load(variant: str, dump: str, db: str) -> dict:
+    """Load ``dump`` into ``db`` with the shipped schema (``fwd``) or with both directions, in
+    this process; then commit 1,000 summary rows into it."""
     from localkg.store import schema
+
     if variant == "both":
         schema.DDL = tuple(statement.replace(FORWARD_ONLY, "") for statement in schema.DDL)
-    import pyarrow as pa, pyarrow.parquet as pq
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from localkg.loaders.freebase import load_freebase
     from localkg.store import KG
+
     started = time.perf_counter()
     with KG.create(db, buffer_pool_bytes=256 << 20) as kg:
         report = load_freebase(kg, [dump], workers=1, progress=False)
@@ -55,26 +60,23 @@ def main(variant, dump, db):
         connection.execute("COMMIT")
         commit = time.perf_counter() - committing
     disk = sum(path.stat().st_size for path in Path(db).rglob("*") if path.is_file())
-    print(json.dumps({"seconds": round(seconds, 1), "writer_peak_rss_mb": rss >> 20, "disk_mb": disk >> 20,
-                      "facts": report.facts_loaded, "commit_1000_summary_rows_s": round(commit, 3)}))
-
-if __name__ == "__main__":
-    main(*sys.argv[1:4])
-'''
+    return {"seconds": round(seconds, 1), "writer_peak_rss_mb": rss >> 20, "disk_mb": disk >> 20,
+            "facts": report.facts_loaded, "commit_1000_summary_rows_s": round(commit, 3)}
 
 
 def run_variant(variant: str, dump: Path, work: Path) -> dict:
     db = work / f"db-{variant}"
     shutil.rmtree(db, ignore_errors=True)
-    script = work / "child.py"
-    script.write_text(f"FORWARD_ONLY = {FORWARD_ONLY!r}\n" + CHILD)
-    done = subprocess.run([sys.executable, str(script), variant, str(dump), str(db)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, __file__, "_child", variant, str(dump), str(db)], capture_output=True,
+                          text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     shutil.rmtree(db, ignore_errors=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_child":
+        print(json.dumps(child_load(*sys.argv[2:5])))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=2)
@@ -83,8 +85,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(dir=args.work))
     try:
         dump = work / "fb.nt.gz"
-        subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities", str(int(args.lines / LINES_PER_ENTITY)),
-                        "--out", str(dump)], check=True, capture_output=True)
+        make_dump("freebase", int(args.lines / LINES_PER_ENTITY), dump)
         runs: dict[str, list[dict]] = {"forward_only": [], "both_directions_reference": []}
         for _ in range(args.repeat):
             runs["both_directions_reference"].append(run_variant("both", dump, work))
