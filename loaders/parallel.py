@@ -10,16 +10,17 @@ load must use every core, hold bounded memory and survive interruption:
   into :class:`ColumnBatch` columns (facts, node records, name links and the
   hash of every key: the per-row work of a write) plus counts and rejects; at
   most two chunks per worker are in flight, so memory does not grow with the file;
-* the main process writes the results in file order through the store's
-  :class:`GraphWriter` (one transaction per chunk), records rejects, and saves
-  a checkpoint (``checkpoint.py``) after each commit, so ``resume=True``
-  continues where the last commit ended;
+* the main process hands the results in file order, a batch of chunks at a
+  time, to the store's :class:`GraphWriter`, which deduplicates and stages them
+  on disk and copies them into Kùzu in a few large flushes; after each batch it
+  records rejects and saves a checkpoint (``checkpoint.py``), so
+  ``resume=True`` continues after the last staged batch;
 * a progress bar shows compressed bytes read (the ETA), lines and lines/s.
 
 A truncated or corrupt compressed file stops the load with
 :class:`LoadError` after every complete line before the damage has been
-parsed and written. Ctrl-C rolls back the chunk being written; what was
-committed and checkpointed stays.
+parsed and written. Ctrl-C stops at once; what was staged and checkpointed
+stays, and the next writer (``--resume``) flushes it.
 
 Formats (``freebase.py``, ``wikidata.py``) implement :class:`DumpFormat`:
 ``parse`` runs in workers and must be picklable; ``absorb`` and ``finish``
@@ -326,22 +327,24 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
 
 
 # ---------------------------------------------------------------- the load
-def write_within_pool(writer: Any, batch: ColumnBatch) -> WriteCounts:
-    """One write; Kùzu's "buffer pool is full" becomes a :class:`LoadError` that says what to do.
+def within_pool(action: Callable[..., Any], *args: Any) -> Any:
+    """Run a writer action that may reach Kùzu (open, write, flush); Kùzu's "buffer pool is full"
+    becomes a :class:`LoadError` that says what to do.
 
-    A Kùzu write transaction needs buffer-pool memory that grows with the tables it writes into,
-    so a pool that holds the first writes of a dump may not hold the last. The failed write is
-    rolled back whole, so the load resumes after its last commit. (Retrying in smaller writes on
-    the same connection is not an option: kuzu 0.11.3 aborts the process on the next rollback.)
+    A Kùzu write transaction needs buffer-pool memory that grows with what it copies and with
+    the tables it writes into, so a pool that holds the first flushes of a dump may not hold the
+    last. The failed flush is rolled back whole and its staged batches stay on disk, so the load
+    resumes after its last checkpoint. (Retrying in smaller writes on the same connection is not
+    an option: kuzu 0.11.3 aborts the process on the next rollback.)
     """
     try:
-        return writer.write(batch)
+        return action(*args)
     except RuntimeError as error:
         if "buffer pool is full" not in str(error):
             raise
         raise LoadError("Kùzu's buffer pool is too small for this write; run the same command again with "
-                        "--resume and a larger --buffer-pool-mb (or a smaller --batch-mb): the load continues "
-                        "after its last commit") from None
+                        "--resume and a larger --buffer-pool-mb: the load continues after its last "
+                        "checkpoint") from None
 
 
 def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: bool = False,
@@ -350,8 +353,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     """Load dump files into ``kg`` with ``fmt``; see the module docstring.
 
     ``chunk_bytes`` of text is the unit a worker parses; ``batch_bytes`` (several chunks) is the
-    unit written in one transaction and checkpointed: Kùzu's commit cost grows with the size of the
-    primary-key index, so fewer, larger commits load faster.
+    unit staged and checkpointed (its columns are held in memory until then).
     """
     from tqdm import tqdm
 
@@ -383,7 +385,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     batch_bytes = max(batch_bytes or BATCH_BYTES, chunk_bytes)
     lines_here = 0
     try:
-        with kg.writer() as writer:
+        with within_pool(kg.writer) as writer:
             parts: list[ColumnBatch] = []
             parsed: list[tuple[Chunk, ChunkResult]] = []
             state_changed = False
@@ -391,7 +393,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
             def write_batch() -> None:
                 """Commit the gathered chunks, then record their rejects and the checkpoint."""
                 nonlocal parts, parsed, state_changed, lines_here
-                report.add_written(write_within_pool(writer, ColumnBatch.concat(parts)))
+                report.add_written(within_pool(writer.write, ColumnBatch.concat(parts)))
                 for meta, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines
@@ -427,6 +429,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                     write_batch()
             if parsed:
                 write_batch()
+            within_pool(writer.flush)
             if damaged is not None:
                 raise damaged
             report.details.update(fmt.finish(kg, writer, checkpoint.state))

@@ -400,11 +400,12 @@ class KG:
             skip += len(rows)
 
     # ------------------------------------------------------------------ writing
-    def writer(self) -> "GraphWriter":
-        """A bulk writer that appends and deduplicates (see ``localkg.store.writer``)."""
-        from localkg.store.writer import GraphWriter
+    def writer(self, flush_rows: int | None = None) -> "GraphWriter":
+        """A bulk writer that appends and deduplicates (see ``localkg.store.writer``); writes reach
+        the database when ``flush_rows`` nodes and facts have gathered and when it closes."""
+        from localkg.store.writer import FLUSH_ROWS, GraphWriter
 
-        return GraphWriter(self)
+        return GraphWriter(self, FLUSH_ROWS if flush_rows is None else flush_rows)
 
     def add_triples(self, triples: Iterable[tuple[str, str, str]]) -> None:
         """Add name-only triples (the simple path; loaders use :meth:`writer` for bulk)."""

@@ -6,6 +6,7 @@ A localkg database is a directory::
       graph.kuzu        the Kùzu database (nodes, facts, relation catalogue)
       manifest.json     format version and load generation (indexes compare it)
       keys/             hash sets used to deduplicate appends (keyset.py)
+      staged/           written batches waiting for the next flush into Kùzu (writer.py)
       rejects.tsv       malformed input lines, with file, line number and reason
       indexes/          FAISS indexes over entity and relation embeddings
 
@@ -37,6 +38,7 @@ KEYS_DIR = "keys"
 REJECTS_FILE = "rejects.tsv"
 INDEXES_DIR = "indexes"
 STAGING_DIR = "staging"
+STAGED_DIR = "staged"
 
 DDL = (
     "CREATE NODE TABLE Node(id STRING, name STRING, kind STRING, aliases STRING[], "

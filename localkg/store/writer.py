@@ -4,34 +4,49 @@ Every loader (custom triples, Freebase, Wikidata) fills :class:`FactBatch`
 objects (the dump loaders turn them into :class:`ColumnBatch` columns in their
 worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, which
 
-* stages each batch as Parquet and ``COPY``s it (pandas string columns crash
-  kuzu 0.11.3; Arrow/Parquet does not), all inside one Kùzu transaction, so an
-  interrupted batch leaves the previous contents intact;
-* deduplicates against what the database already holds with the hash sets of
-  ``keyset.py`` (appending the same file twice adds nothing);
+* deduplicates each batch against what the database and the earlier batches
+  hold, with the hash sets of ``keyset.py`` (appending the same file twice adds
+  nothing);
+* stages the new rows of each batch as Parquet files in ``DB/staged/`` (one
+  directory per batch, complete once renamed into place), so a batch costs
+  NumPy, Arrow and a few file writes, and no Kùzu commit;
+* flushes the staged batches into Kùzu with one ``COPY`` per table, all inside
+  one transaction, when :data:`FLUSH_ROWS` rows have gathered, when asked
+  (:meth:`GraphWriter.flush`) and when it closes. Kùzu's commit cost grows with
+  the tables it writes into (a 2M-line Freebase load spent 18 s in Kùzu with
+  one transaction per 64 MB batch, 6 s with one for the whole load), so few,
+  large ``COPY`` statements are what makes a dump load fast;
 * appends to the per-node relation summary (``HasRel``) and keeps the relation
   catalogue's fact counts up to date, so ``KG.relations`` never scans edges.
+  Relations themselves are written as batches arrive (a small table).
 
-If the process dies after a commit but before the hash sets are saved, the
-next writer notices that the counts disagree and rebuilds the sets from the
-database.
+Pandas string columns crash kuzu 0.11.3; Arrow/Parquet does not.
+
+A crash loses nothing that was staged. A flush writes ``staged/flushing.json``
+(the batches and the counts the database will have) before it commits; a
+writer that finds it compares those counts with the database's and drops the
+batches only if the commit happened. If the process dies between staging a
+batch and saving the hash sets, the next writer notices that the sets disagree
+with the database plus the staged batches and rebuilds them from both. A
+writer opening on staged batches flushes them first.
 
 Aliases and types added to nodes that are already stored are list-column
 updates, and kuzu 0.11.3 corrupts list values when a list ``SET`` shares a
 transaction with a ``COPY``, or is not separated from later ``COPY``s by a
 checkpoint (rows then read other rows' lists). So these additions are saved
-as Parquet under ``DB/pending/`` before the batch commits and applied when
-the writer closes, each file in its own transaction between checkpoints; a
-writer that finds pending files left by a crashed one applies them first.
-Names, descriptions and kinds (scalars) are updated in the batch itself.
+as Parquet under ``DB/pending/`` before the batch is staged and applied after
+each flush, each file in its own transaction between checkpoints. Names,
+descriptions and kinds (scalars) of stored nodes are staged with the batch and
+set in the flush, after its nodes are copied.
 """
 from __future__ import annotations
 
+import json
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +63,10 @@ if TYPE_CHECKING:
     from localkg.store.kg import KG
 
 KEYSETS = ("nodes", "facts", "labels", "names")
+FLUSH_ROWS = 4_000_000
+STAGED_TABLES = ("Node", "Label", "Names", "Fact", "HasRel")
+_COUNTED_TABLES = {"nodes": "Node", "facts": "Fact", "labels": "Label", "names": "Names"}
+_FLUSH_MARKER = "flushing.json"
 _UPDATE_BATCH = 5_000
 _REBUILD_RANGE = 200_000
 
@@ -70,31 +89,46 @@ class WriteCounts:
 
 
 class GraphWriter:
-    """Appends :class:`FactBatch` or :class:`ColumnBatch` objects to a database, deduplicating; use as a context manager."""
+    """Appends :class:`FactBatch` or :class:`ColumnBatch` objects to a database, deduplicating; use as a
+    context manager. Writes are staged and reach Kùzu at a flush (see the module docstring):
+    ``flush_rows`` staged nodes and facts trigger one."""
 
-    def __init__(self, kg: "KG"):
+    def __init__(self, kg: "KG", flush_rows: int = FLUSH_ROWS):
         self.kg = kg
+        self.flush_rows = flush_rows
         self.keys = {name: KeySet(kg.path / schema.KEYS_DIR / name) for name in KEYSETS}
         self.staging = kg.path / schema.STAGING_DIR
+        self.staged = kg.path / schema.STAGED_DIR
         self.pending = kg.path / "pending"
         self.totals = WriteCounts()
         self._changed = False
+        self._flush_failed = False
+        self._recover_staged()
+        self._staged_rows = 0
         self._ensure_keys_match_database()
-        self._apply_pending_lists()
+        if self._batches():
+            self.flush()  # what a crashed or interrupted writer staged
 
     def __enter__(self) -> "GraphWriter":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            shutil.rmtree(self.staging, ignore_errors=True)  # stop now: staged batches wait for the next writer
+            return
         self.close()
 
     def close(self) -> None:
-        """Finish: apply pending list additions, bump the generation if anything changed, drop staging."""
-        self._apply_pending_lists()
-        if self._changed:
-            self._flag_hubs()
-            self.kg.update_manifest(generation=self.kg.generation + 1)
-            self._changed = False
+        """Finish: flush, apply pending list additions, bump the generation if anything changed, drop
+        the transient files. After a failed flush the staged batches stay for the next writer
+        (kuzu 0.11.3 aborts the process on a second rollback on one connection)."""
+        if not self._flush_failed:
+            self.flush()
+            self._apply_pending_lists()
+            if self._changed:
+                self._flag_hubs()
+                self.kg.update_manifest(generation=self.kg.generation + 1)
+                self._changed = False
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def _flag_hubs(self) -> None:
@@ -155,14 +189,38 @@ class GraphWriter:
             "names": run("MATCH ()-[x:Names]->() RETURN count(*)")[0][0],
         }
 
+    def _batches(self) -> list[Path]:
+        """The complete staged batches, oldest first."""
+        if not self.staged.is_dir():
+            return []
+        return sorted(path for path in self.staged.iterdir() if path.is_dir() and path.name.isdigit())
+
+    def _recover_staged(self) -> None:
+        """Drop half-written batches, and the batches of a flush that committed before a crash."""
+        if not self.staged.is_dir():
+            return
+        for part in self.staged.glob("*.part"):
+            shutil.rmtree(part)
+        marker = self.staged / _FLUSH_MARKER
+        if marker.exists():
+            flush = json.loads(marker.read_text())
+            if flush["expected"] != flush["before"] and self._database_counts() == flush["expected"]:
+                for name in flush["batches"]:
+                    shutil.rmtree(self.staged / name, ignore_errors=True)
+            marker.unlink()
+
     def _ensure_keys_match_database(self) -> None:
         counts = self._database_counts()
+        for staged in map(_batch_counts, self._batches()):
+            for name in KEYSETS:
+                counts[name] += staged[name]
         if all(len(self.keys[name]) == counts[name] for name in KEYSETS):
             return
         self._rebuild_keys()
 
     def _rebuild_keys(self) -> None:
-        """Recompute every hash set from the database (after a crash between commit and save).
+        """Recompute every hash set from the database and the staged batches (after a crash between
+        staging a batch and saving the sets).
 
         The joins (facts, name links) are read in ranges of their first node's offset: one query
         over every fact needed more than a 256 MiB buffer pool on an 8M-line Freebase load, a
@@ -176,6 +234,8 @@ class GraphWriter:
             "names": ("MATCH (l:Label)-[:Names]->(n:Node) WHERE offset(id(l)) >= $low AND offset(id(l)) < $high "
                       "RETURN l.id, n.id", "Label"),
         }
+        staged_keys = {"nodes": ("Node", ["id"]), "facts": ("Fact", ["from", "rel", "to"]),
+                       "labels": ("Label", ["id"]), "names": ("Names", ["from", "to"])}
         for name, (query, ranged_by) in queries.items():
             keyset = self.keys[name]
             keyset.clear()
@@ -189,39 +249,109 @@ class GraphWriter:
                 while result.has_next():
                     rows = [result.get_next() for _ in range(100_000) if result.has_next()]
                     keyset.add(hash_keys(SEP.join(row) for row in rows))
+            table, columns = staged_keys[name]
+            for batch in self._batches():
+                path = batch / f"{table}.parquet"
+                if path.exists():
+                    staged = pq.read_table(path, columns=columns)
+                    joined = (staged.column(columns[0]) if len(columns) == 1 else
+                              pc.binary_join_element_wise(*(staged.column(c) for c in columns), SEP))
+                    keyset.add(hash_keys(joined.to_pylist()))
             keyset.compact()
 
     # ------------------------------------------------------------------ writing
     def write(self, batch: FactBatch | ColumnBatch) -> WriteCounts:
-        """Append one batch atomically; return what it added."""
+        """Append one batch (staged; durable once this returns); return what it added."""
         columns = batch.columns() if isinstance(batch, FactBatch) else batch
-        self.staging.mkdir(parents=True, exist_ok=True)
+        with self._transaction():
+            self._write_relations(columns)
+        self.staged.mkdir(parents=True, exist_ok=True)
+        batches = self._batches()
+        number = int(batches[-1].name) + 1 if batches else 0
+        target = self.staged / f"{number:08d}.part"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir()
         pending: dict[str, np.ndarray] = {}
         counts = WriteCounts()
-        try:
-            with self._transaction():
-                self._write_relations(columns)
-                counts.nodes_added, counts.nodes_updated = self._write_nodes(columns, pending)
-                self._write_labels(columns, pending)
-                counts.facts_added, counts.duplicates, new_facts = self._write_facts(columns, pending)
-                self._write_summaries(new_facts)
-        finally:
-            for path in self.staging.glob("*.parquet"):
-                path.unlink()
+        counts.nodes_added, counts.nodes_updated = self._stage_nodes(columns, pending, target)
+        labels, names = self._stage_labels(columns, pending, target)
+        counts.facts_added, counts.duplicates, new_facts = self._stage_facts(columns, pending, target)
+        self._stage_summaries(new_facts, target)
+        if any(target.iterdir()):
+            staged = {"nodes": counts.nodes_added, "facts": counts.facts_added, "labels": labels, "names": names}
+            (target / "counts.json").write_text(json.dumps(staged))
+            target.rename(self.staged / f"{number:08d}")
+            self._staged_rows += counts.nodes_added + counts.facts_added
+        else:
+            target.rmdir()
         for name, hashes in pending.items():
             self.keys[name].add(hashes)
         self.totals += counts
         self._changed = self._changed or counts.facts_added > 0 or counts.nodes_added > 0 or counts.nodes_updated > 0
+        if self._staged_rows >= self.flush_rows:
+            self.flush()
         return counts
 
+    def flush(self) -> None:
+        """Copy every staged batch into Kùzu in one transaction, then apply pending list additions.
+
+        Raises what Kùzu raises (e.g. "buffer pool is full"); the transaction is then rolled back
+        and the staged batches stay for the next writer, which flushes them when it opens."""
+        batches = self._batches()
+        if not batches:
+            self._apply_pending_lists()
+            return
+        before = self._database_counts()
+        expected = dict(before)
+        for staged in map(_batch_counts, batches):
+            for name in KEYSETS:
+                expected[name] += staged[name]
+        marker = self.staged / _FLUSH_MARKER
+        _write_atomically(marker, json.dumps({"batches": [b.name for b in batches], "before": before,
+                                              "expected": expected}))
+        try:
+            with self._transaction():
+                self._copy_staged(batches)
+        except BaseException:
+            self._flush_failed = True
+            marker.unlink()
+            raise
+        for batch in batches:
+            shutil.rmtree(batch)
+        marker.unlink()
+        self._staged_rows = 0
+        self._apply_pending_lists()
+
+    def _copy_staged(self, batches: list[Path]) -> None:
+        """The flush's statements: nodes, then scalar updates of stored nodes in batch order, then
+        labels, name links, facts, summaries and the relations' fact counts."""
+        for table in STAGED_TABLES:
+            files = [_quote_path(path) for batch in batches if (path := batch / f"{table}.parquet").exists()]
+            if files:
+                self.kg.execute(f"COPY {table} FROM [{', '.join(repr(f) for f in files)}]")
+            if table != "Node":
+                continue
+            for batch in batches:
+                update = batch / "NodeUpdate.parquet"
+                if update.exists():
+                    # Staged rows read with LOAD FROM are matched by primary key; `UNWIND $rows ... MATCH`
+                    # scanned the table once per row (38 s for 5,000 rows against 200k nodes).
+                    self.kg.execute(
+                        f"LOAD FROM '{_quote_path(update)}' MATCH (n:Node {{id: id}}) SET "
+                        "n.name = CASE WHEN name = '' THEN n.name ELSE name END, n.kind = kind, "
+                        "n.description = CASE WHEN description = '' THEN n.description ELSE description END")
+        counted = [pq.read_table(path) for batch in batches if (path := batch / "RelationCount.parquet").exists()]
+        if counted:
+            per_relation = pa.concat_tables(counted).group_by("id", use_threads=False).aggregate([("n", "sum")])
+            path = self._stage("RelationCount", {"id": per_relation.column("id"), "n": per_relation.column("n_sum")})
+            self.kg.execute(f"LOAD FROM '{path}' MATCH (r:Relation {{id: id}}) SET r.facts = r.facts + n")
+
     def _stage(self, name: str, table: pa.Table | dict[str, pa.Array | list]) -> str:
-        """Write rows to a staging Parquet file; return its path, quoted-safe for a Cypher literal."""
+        """Write rows to a transient staging Parquet file; return its path, quoted-safe for a Cypher literal."""
+        self.staging.mkdir(parents=True, exist_ok=True)
         path = self.staging / f"{name}.parquet"
         pq.write_table(table if isinstance(table, pa.Table) else pa.table(table), path)
         return _quote_path(path)
-
-    def _copy(self, table_name: str, table: pa.Table | dict[str, pa.Array | list]) -> None:
-        self.kg.execute(f"COPY {table_name} FROM '{self._stage(table_name, table)}'")
 
     def _write_relations(self, batch: ColumnBatch) -> None:
         wanted = set(pc.unique(batch.facts.column("rel")).to_pylist()) | set(batch.relation_info)
@@ -244,69 +374,67 @@ class GraphWriter:
                 "r.description = CASE WHEN row.description = '' THEN r.description ELSE row.description END",
                 {"rows": chunk})
 
-    def _write_nodes(self, batch: ColumnBatch, pending: dict[str, np.ndarray]) -> tuple[int, int]:
+    def _stage_nodes(self, batch: ColumnBatch, pending: dict[str, np.ndarray], target: Path) -> tuple[int, int]:
         nodes, hashes = batch.distinct_nodes()
         if not nodes.num_rows:
             return 0, 0
         known = self.keys["nodes"].contains(hashes)
         fresh = nodes.filter(pa.array(~known))
         if fresh.num_rows:
-            self._copy("Node", fresh.drop_columns(["explicit", "described"]).append_column(
-                "hub", pa.array(np.zeros(fresh.num_rows, dtype=bool))))
+            pq.write_table(fresh.drop_columns(["explicit", "described"]).append_column(
+                "hub", pa.array(np.zeros(fresh.num_rows, dtype=bool))), target / "Node.parquet")
             pending["nodes"] = hashes[~known]
         explicit = nodes.column("explicit").to_numpy(zero_copy_only=False)
         updated = nodes.filter(pa.array(known & explicit))
         if updated.num_rows:
-            # Staged rows read with LOAD FROM are matched by primary key; `UNWIND $rows ... MATCH`
-            # scanned the table once per row (38 s for 5,000 rows against 200k nodes).
-            path = self._stage("NodeUpdate", updated.select(["id", "name", "kind", "description"]))
-            self.kg.execute(
-                f"LOAD FROM '{path}' MATCH (n:Node {{id: id}}) SET "
-                "n.name = CASE WHEN name = '' THEN n.name ELSE name END, n.kind = kind, "
-                "n.description = CASE WHEN description = '' THEN n.description ELSE description END")
+            pq.write_table(updated.select(["id", "name", "kind", "description"]), target / "NodeUpdate.parquet")
             with_lists = (list_lengths(updated.column("aliases")) + list_lengths(updated.column("types"))) > 0
             if with_lists.any():
                 self._save_pending_lists(updated.filter(pa.array(with_lists)).select(["id", "aliases", "types"]))
         return fresh.num_rows, updated.num_rows
 
     def _save_pending_lists(self, rows: pa.Table) -> None:
-        """Save list additions for stored nodes, applied at close (written before the batch commits,
-        so a crash after the commit loses nothing; applying them twice adds nothing)."""
+        """Save list additions for stored nodes, applied after the next flush (written before the
+        batch is staged, so a crash loses nothing; applying them twice adds nothing)."""
         self.pending.mkdir(parents=True, exist_ok=True)
-        index = len(list(self.pending.glob("*.parquet")))
-        target = self.pending / f"{index:08d}.parquet"
+        numbers = [int(path.stem) for path in self.pending.glob("*.parquet") if path.stem.isdigit()]
+        target = self.pending / f"{max(numbers, default=-1) + 1:08d}.parquet"
         tmp = target.with_suffix(".part")
         pq.write_table(rows, tmp)
         tmp.replace(target)
 
-    def _write_labels(self, batch: ColumnBatch, pending: dict[str, np.ndarray]) -> None:
+    def _stage_labels(self, batch: ColumnBatch, pending: dict[str, np.ndarray], target: Path) -> tuple[int, int]:
+        """Stage new labels and name links; return how many of each."""
         if not batch.names.num_rows:
-            return
+            return 0, 0
         first = _first_of_each(batch.name_hashes)
         first = first[~self.keys["names"].contains(batch.name_hashes[first])]
         if not len(first):
-            return
+            return 0, 0
         label_hashes = batch.label_hashes[first]
         new_labels = _first_of_each(label_hashes)
         new_labels = new_labels[~self.keys["labels"].contains(label_hashes[new_labels])]
         links = batch.names.take(first)
         if len(new_labels):
-            self._copy("Label", links.select(["from"]).take(new_labels).rename_columns(["id"]))
+            pq.write_table(links.select(["from"]).take(new_labels).rename_columns(["id"]), target / "Label.parquet")
             pending["labels"] = label_hashes[new_labels]
-        self._copy("Names", links)
+        pq.write_table(links, target / "Names.parquet")
         pending["names"] = batch.name_hashes[first]
+        return len(new_labels), links.num_rows
 
-    def _write_facts(self, batch: ColumnBatch, pending: dict[str, np.ndarray]) -> tuple[int, int, pa.Table]:
+    def _stage_facts(self, batch: ColumnBatch, pending: dict[str, np.ndarray],
+                     target: Path) -> tuple[int, int, pa.Table]:
         first = _first_of_each(batch.fact_hashes)
         fresh = first[~self.keys["facts"].contains(batch.fact_hashes[first])]
         facts = batch.facts.take(fresh)
         if facts.num_rows:
-            self._copy("Fact", facts)
+            pq.write_table(facts, target / "Fact.parquet")
             pending["facts"] = batch.fact_hashes[fresh]
         return facts.num_rows, len(batch) - facts.num_rows, facts
 
-    def _write_summaries(self, facts: pa.Table) -> None:
-        """Append one summary row per (node, relation, direction) of this batch's new facts.
+    def _stage_summaries(self, facts: pa.Table, target: Path) -> None:
+        """Stage one summary row per (node, relation, direction) of this batch's new facts, and the
+        batch's fact count per relation.
 
         Rows are only ever appended (``KG.relations`` sums them): updating counts in place
         costs a pattern match per row, which made loads 20× slower."""
@@ -318,10 +446,20 @@ class GraphWriter:
             per_end.append(pa.table({"from": counted.column(end), "to": counted.column("rel"),
                                      "dir": pa.array(np.full(counted.num_rows, direction)),
                                      "n": counted.column("count_all")}))
-        self._copy("HasRel", pa.concat_tables(per_end))
+        pq.write_table(pa.concat_tables(per_end), target / "HasRel.parquet")
         per_relation = facts.group_by("rel", use_threads=False).aggregate([([], "count_all")])
-        path = self._stage("RelationCount", {"id": per_relation.column("rel"), "n": per_relation.column("count_all")})
-        self.kg.execute(f"LOAD FROM '{path}' MATCH (r:Relation {{id: id}}) SET r.facts = r.facts + n")
+        pq.write_table(pa.table({"id": per_relation.column("rel"), "n": per_relation.column("count_all")}),
+                       target / "RelationCount.parquet")
+
+
+def _batch_counts(batch: Path) -> dict[str, int]:
+    return json.loads((batch / "counts.json").read_text())
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def _first_of_each(hashes: np.ndarray) -> np.ndarray:

@@ -1,0 +1,97 @@
+"""Staged writes (`GraphWriter`): batches wait on disk and reach Kùzu at a flush. A process killed at
+each step between staging and the flush's cleanup leaves a database whose next writer ends with
+exactly the graph of an uninterrupted write: nothing lost, nothing copied twice."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localkg.store import KG
+from localkg.store.batch import FactBatch
+
+FACTS = [(f"h{i}", f"r{i % 3}", f"t{i % 5}") for i in range(40)]
+
+
+def _batch(facts: list[tuple[str, str, str]]) -> FactBatch:
+    batch = FactBatch()
+    for head, relation, tail in facts:
+        batch.add_fact(head, relation, tail)
+        batch.add_entity(head, name=f"name of {head}", explicit=True, aliases=[f"alias of {head}"])
+    return batch
+
+
+def _graph(kg: KG) -> tuple:
+    facts = sorted(kg.execute("MATCH (a:Node)-[f:Fact]->(b:Node) RETURN a.id, f.rel, b.id").get_all())
+    nodes = sorted(kg.execute("MATCH (n:Node) RETURN n.id, n.name, n.aliases").get_all())
+    summary = sorted(kg.execute("MATCH (n:Node)-[h:HasRel]->(r:Relation) RETURN n.id, r.id, h.dir, sum(h.n)").get_all())
+    counts = sorted(kg.execute("MATCH (r:Relation) RETURN r.id, r.facts").get_all())
+    return facts, nodes, summary, counts, kg.stats()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    with KG.create(tmp_path_factory.mktemp("ref") / "db") as kg:
+        with kg.writer() as writer:
+            writer.write(_batch(FACTS[:20]))
+            writer.write(_batch(FACTS[20:]))
+        return _graph(kg)
+
+
+def _killed_at(db: Path, point: str) -> None:
+    """Write the two batches in a child process that kills itself (SIGKILL) at ``point``."""
+    code = f"""
+import os, signal, shutil
+import localkg.store.writer as writer_module
+from localkg.store import KG
+from tests.test_writer_staging import FACTS, _batch
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+point = {point!r}
+kg = KG.create({str(db)!r})
+writer = kg.writer()
+writer.write(_batch(FACTS[:20]))
+if point == "before saving the keys":  # the second batch is staged, its fact keys are not saved
+    writer.keys["facts"].add = die
+elif point == "inside the flush, before its commit":
+    copy = writer_module.GraphWriter._copy_staged
+    writer_module.GraphWriter._copy_staged = lambda self, batches: (copy(self, batches), die())
+writer.write(_batch(FACTS[20:]))
+if point == "after the flush committed":  # dies removing the first flushed batch
+    writer_module.shutil.rmtree = die
+writer.flush()
+raise SystemExit("not killed")
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True)
+    assert done.returncode == -9, done.stderr
+
+
+@pytest.mark.parametrize("point", ["before saving the keys", "inside the flush, before its commit",
+                                   "after the flush committed"])
+def test_a_writer_killed_while_staging_or_flushing_loses_and_duplicates_nothing(
+        tmp_path: Path, reference: tuple, point: str) -> None:
+    db = tmp_path / "db"
+    _killed_at(db, point)
+    with KG.open(db) as kg:
+        with kg.writer() as writer:  # opening recovers and flushes what was staged
+            assert not writer._batches()
+            for part in (FACTS[:20], FACTS[20:]):  # both batches were staged before each kill
+                again = writer.write(_batch(part))
+                assert again.facts_added == 0 and again.nodes_added == 0
+        assert _graph(kg) == reference
+
+
+def test_writes_reach_the_database_at_each_flush_of_flush_rows(tmp_path: Path, reference: tuple) -> None:
+    with KG.create(tmp_path / "db") as kg:
+        with kg.writer(flush_rows=30) as writer:
+            writer.write(_batch(FACTS[:10]))  # 10 facts + 15 nodes staged: below 30
+            assert kg.stats().facts == 0 and len(writer._batches()) == 1
+            writer.write(_batch(FACTS[10:20]))  # past 30: both batches are flushed together
+            assert kg.stats().facts == 20 and not writer._batches()
+            writer.write(_batch(FACTS[20:]))
+        assert _graph(kg) == reference
