@@ -20,16 +20,39 @@ def _batch(*facts: tuple[str, str, str], **aliases: list[str]) -> FactBatch:
 
 
 def test_aliases_added_over_several_writes_are_applied_file_by_file(tmp_path: Path) -> None:
+    """m1 is stored by a first flush; each later write adds an alias to it, saved as a pending
+    file at the next flush and applied in its own transaction."""
     with KG.create(tmp_path / "db") as kg:
         with kg.writer() as writer:
             writer.write(_batch(("m1", "r", "m2")))
-            for round_number in range(3):  # each write leaves one pending file for stored m1
+            writer.flush()
+            for round_number in range(3):
                 writer.write(_batch(("m1", "r", f"x{round_number}"), m1=[f"alias {round_number}"]))
-            assert len(list(writer.pending.glob("*.parquet"))) == 3
         assert not list((kg.path / "pending").glob("*.parquet"))
         node = kg.node("m1")
         assert sorted(node.aliases) == ["alias 0", "alias 1", "alias 2"] and node.types == ("type.1",)
         assert kg.node("m2").aliases == ()  # no other row took m1's lists
+
+
+def test_updates_of_nodes_staged_in_the_same_flush_are_folded_into_the_copied_rows(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """m2 is staged bare (an object), then named and aliased by later writes of the same flush:
+    it is copied once with all of it, with no update statement and no pending file."""
+    statements: list[str] = []
+    with KG.create(tmp_path / "db") as kg:
+        execute = kg.execute
+        monkeypatch.setattr(kg, "execute", lambda query, parameters=None: (statements.append(query),
+                                                                          execute(query, parameters))[1])
+        with kg.writer() as writer:
+            writer.write(_batch(("m1", "r", "m2")))
+            first = _batch(("m2", "r", "m3"), m2=["alias a"])
+            first.add_entity("m2", name="Second", explicit=True)
+            writer.write(first)
+            writer.write(_batch(("m2", "r", "m4"), m2=["alias b"]))
+        assert not any("SET n.name" in s or "n.aliases" in s for s in statements)
+        node = kg.node("m2")
+        assert node.name == "Second" and sorted(node.aliases) == ["alias a", "alias b"]
+        assert node.types == ("type.1",) and kg.stats().facts == 3
 
 
 def test_a_failing_statement_raises_its_own_error_and_rolls_the_write_back(tmp_path: Path) -> None:
