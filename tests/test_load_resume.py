@@ -26,7 +26,7 @@ CHUNK = 1 << 20
 @pytest.fixture(scope="module")
 def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """About ten 1 MB chunks: the load is still running when the tests kill or interrupt it after
-    the first checkpoint, and one write of the whole dump does not fit a 10 MiB buffer pool."""
+    the first checkpoint, and one flush does not fit a 10 MiB buffer pool."""
     path = tmp_path_factory.mktemp("dump") / "fb.nt.gz"
     subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities", "10000", "--out", str(path)],
                    check=True, capture_output=True)
@@ -138,10 +138,10 @@ def test_resume_refuses_a_checkpoint_of_another_load(tmp_path: Path, dump: Path)
 
 def test_a_buffer_pool_too_small_stops_with_advice_and_resume_with_a_larger_one_finishes(
         tmp_path: Path, dump: Path, reference: dict) -> None:
-    """10 MiB holds the new database's schema but not one write of the whole dump. Measured with
-    kuzu 0.11.3: the schema needs more than 4 MiB, the write fits from 18-20 MiB on (18 MiB passed
-    on one machine and failed on another), so 10 MiB is far from both edges. The failed write is
-    rolled back and the resume adds exactly what was missing."""
+    """10 MiB holds the new database's schema but not one flush of its staged writes (whose size
+    follows the pool). Measured with kuzu 0.11.3 on this dump: the load fails with pools up to
+    16 MiB and completes from 24 MiB, so 10 MiB is far from the edge. The failed flush is rolled
+    back, its writes stay staged, and the resume adds exactly what was missing."""
     db = tmp_path / "db"
     with pytest.raises(LoadError, match="--resume and a larger --buffer-pool-mb"):
         with KG.create(db, buffer_pool_bytes=10 << 20) as kg:

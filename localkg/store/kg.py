@@ -90,9 +90,10 @@ def _open_database(path: FsPath, read_only: bool, buffer_pool_bytes: int) -> kuz
 class KG:
     """A localkg database: open one with :meth:`open` or make one with :meth:`create`."""
 
-    def __init__(self, path: FsPath, database: kuzu.Database, read_only: bool):
+    def __init__(self, path: FsPath, database: kuzu.Database, read_only: bool, buffer_pool_bytes: int):
         self.path = FsPath(path)
         self.read_only = read_only
+        self.buffer_pool_bytes = buffer_pool_bytes
         self._database = database
         self._connection = kuzu.Connection(database)
         self.log: QueryLog | None = None
@@ -105,7 +106,8 @@ class KG:
         if (path / schema.GRAPH_FILE).exists():
             raise DatabaseExistsError(f"{path} already holds a localkg database")
         path.mkdir(parents=True, exist_ok=True)
-        kg = cls(path, _open_database(path, False, buffer_pool_bytes), read_only=False)
+        kg = cls(path, _open_database(path, False, buffer_pool_bytes), read_only=False,
+                 buffer_pool_bytes=buffer_pool_bytes)
         for statement in schema.DDL:
             kg._connection.execute(statement)
         kg._write_manifest({"format": schema.FORMAT_VERSION, "generation": 0, "hub_degree": schema.HUB_DEGREE})
@@ -120,7 +122,8 @@ class KG:
             if create:
                 return cls.create(path, buffer_pool_bytes)
             raise DatabaseNotFoundError(f"no localkg database at {path} (create one with `localkg load`)")
-        kg = cls(path, _open_database(path, read_only, buffer_pool_bytes), read_only=read_only)
+        kg = cls(path, _open_database(path, read_only, buffer_pool_bytes), read_only=read_only,
+                 buffer_pool_bytes=buffer_pool_bytes)
         kg._migrate()
         return kg
 
@@ -402,10 +405,11 @@ class KG:
     # ------------------------------------------------------------------ writing
     def writer(self, flush_rows: int | None = None) -> "GraphWriter":
         """A bulk writer that appends and deduplicates (see ``localkg.store.writer``); writes reach
-        the database when ``flush_rows`` nodes and facts have gathered and when it closes."""
-        from localkg.store.writer import FLUSH_ROWS, GraphWriter
+        the database when ``flush_rows`` nodes and facts have gathered (by default as many as this
+        database's buffer pool holds in one flush) and when it closes."""
+        from localkg.store.writer import GraphWriter, flush_rows_for_pool
 
-        return GraphWriter(self, FLUSH_ROWS if flush_rows is None else flush_rows)
+        return GraphWriter(self, flush_rows_for_pool(self.buffer_pool_bytes) if flush_rows is None else flush_rows)
 
     def add_triples(self, triples: Iterable[tuple[str, str, str]]) -> None:
         """Add name-only triples (the simple path; loaders use :meth:`writer` for bulk)."""

@@ -11,7 +11,7 @@ worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, whic
   directory per batch, complete once renamed into place), so a batch costs
   NumPy, Arrow and a few file writes, and no Kùzu commit;
 * flushes the staged batches into Kùzu with one ``COPY`` per table, all inside
-  one transaction, when :data:`FLUSH_ROWS` rows have gathered, when asked
+  one transaction, when the rows :func:`flush_rows_for_pool` allows have gathered, when asked
   (:meth:`GraphWriter.flush`) and when it closes. Kùzu's commit cost grows with
   the tables it writes into (a 2M-line Freebase load spent 18 s in Kùzu with
   one transaction per 64 MB batch, 6 s with one for the whole load), so few,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from localkg.store.kg import KG
 
 KEYSETS = ("nodes", "facts", "labels", "names")
-FLUSH_ROWS = 4_000_000
+POOL_BYTES_PER_FLUSHED_ROW = 256
 STAGED_TABLES = ("Node", "Label", "Names", "Fact", "HasRel")
 _COUNTED_TABLES = {"nodes": "Node", "facts": "Fact", "labels": "Label", "names": "Names"}
 _FLUSH_MARKER = "flushing.json"
@@ -93,7 +93,7 @@ class GraphWriter:
     context manager. Writes are staged and reach Kùzu at a flush (see the module docstring):
     ``flush_rows`` staged nodes and facts trigger one."""
 
-    def __init__(self, kg: "KG", flush_rows: int = FLUSH_ROWS):
+    def __init__(self, kg: "KG", flush_rows: int):
         self.kg = kg
         self.flush_rows = flush_rows
         self.keys = {name: KeySet(kg.path / schema.KEYS_DIR / name) for name in KEYSETS}
@@ -489,6 +489,14 @@ class GraphWriter:
         per_relation = facts.group_by("rel", use_threads=False).aggregate([([], "count_all")])
         pq.write_table(pa.table({"id": per_relation.column("rel"), "n": per_relation.column("count_all")}),
                        target / "RelationCount.parquet")
+
+
+def flush_rows_for_pool(buffer_pool_bytes: int) -> int:
+    """How many staged nodes and facts one flush may copy with this Kùzu buffer pool.
+
+    A ``COPY`` needs buffer-pool memory for what it copies: with the load's 256 MiB pool a flush
+    of 1.1M rows of a Freebase dump fits, one of 4M rows does not ("buffer pool is full")."""
+    return max(1, buffer_pool_bytes // POOL_BYTES_PER_FLUSHED_ROW)
 
 
 def _read_staged(batches: list[Path], name: str) -> pa.Table | None:
