@@ -391,7 +391,7 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Text per chunk a worker parses."),
         click.option("--batch-mb", type=click.IntRange(min=1), default=64, show_default=True,
                      help="Text per staged write (one checkpoint each)."),
-        click.option("--buffer-pool-mb", type=click.IntRange(min=64), default=256, show_default=True,
+        click.option("--buffer-pool-mb", type=click.IntRange(min=64), default=1024, show_default=True,
                      help="Kùzu buffer pool while loading (queries open the database with their own)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
         click.option("--quiet", is_flag=True, help="No progress bar."),

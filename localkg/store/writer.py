@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from localkg.errors import LoadError
 from localkg.store import schema
 from localkg.store.batch import SEP, ColumnBatch, FactBatch, list_lengths
 from localkg.store.keyset import KeySet, hash_keys
@@ -64,8 +65,7 @@ if TYPE_CHECKING:
 
 KEYSETS = ("nodes", "facts", "labels", "names")
 POOL_BYTES_PER_FLUSHED_ROW = 256
-STAGED_TABLES = ("Node", "Label", "Names", "Fact", "HasRel")
-_COUNTED_TABLES = {"nodes": "Node", "facts": "Fact", "labels": "Label", "names": "Names"}
+COPIED_AS_STAGED = ("Label", "Names", "Fact", "HasRel")
 _FLUSH_MARKER = "flushing.json"
 _UPDATE_BATCH = 5_000
 _REBUILD_RANGE = 200_000
@@ -124,7 +124,6 @@ class GraphWriter:
         (kuzu 0.11.3 aborts the process on a second rollback on one connection)."""
         if not self._flush_failed:
             self.flush()
-            self._apply_pending_lists()
             if self._changed:
                 self._flag_hubs()
                 self.kg.update_manifest(generation=self.kg.generation + 1)
@@ -296,39 +295,44 @@ class GraphWriter:
         """Copy every staged batch into Kùzu in one transaction, then apply pending list additions.
 
         Raises what Kùzu raises (e.g. "buffer pool is full"); the transaction is then rolled back
-        and the staged batches stay for the next writer, which flushes them when it opens."""
+        and the staged batches stay for the next writer, which flushes them when it opens; this
+        writer refuses to flush again (kuzu 0.11.3 aborts the process on a second rollback)."""
+        if self._flush_failed:
+            raise LoadError("an earlier flush of this writer failed; its writes stay staged for the next "
+                            "writer, which flushes them when it opens")
         batches = self._batches()
         if not batches:
             self._apply_pending_lists()
             return
-        before = self._database_counts()
-        expected = dict(before)
-        for staged in map(_batch_counts, batches):
-            for name in KEYSETS:
-                expected[name] += staged[name]
         marker = self.staged / _FLUSH_MARKER
-        _write_atomically(marker, json.dumps({"batches": [b.name for b in batches], "before": before,
-                                              "expected": expected}))
         try:
+            before = self._database_counts()
+            expected = dict(before)
+            for staged in map(_batch_counts, batches):
+                for name in KEYSETS:
+                    expected[name] += staged[name]
+            _write_atomically(marker, json.dumps({"batches": [b.name for b in batches], "before": before,
+                                                  "expected": expected}))
             with self._transaction():
                 self._copy_staged(batches)
         except BaseException:
             self._flush_failed = True
-            marker.unlink()
+            marker.unlink(missing_ok=True)
             raise
         for batch in batches:
             shutil.rmtree(batch)
         marker.unlink()
         self._staged_rows = 0
+        self._changed = True
         self._apply_pending_lists()
 
     def _copy_staged(self, batches: list[Path]) -> None:
         """The flush's statements: nodes (with the updates of staged nodes folded in), updates of
         stored nodes, then labels, name links, facts, summaries and the relations' fact counts."""
         self._copy_nodes(batches)
-        for table in STAGED_TABLES:
+        for table in COPIED_AS_STAGED:
             files = [_quote_path(path) for batch in batches if (path := batch / f"{table}.parquet").exists()]
-            if files and table != "Node":
+            if files:
                 self.kg.execute(f"COPY {table} FROM [{', '.join(repr(f) for f in files)}]")
         counted = _read_staged(batches, "RelationCount")
         if counted is not None:
