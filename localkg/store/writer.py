@@ -355,9 +355,8 @@ class GraphWriter:
         merged: dict[str, dict] = {}
         if updates is not None or lists is not None:
             changed = pa.concat_arrays([t.column("id").combine_chunks() for t in (updates, lists) if t is not None])
-            in_staged = pc.is_in(changed.unique(), value_set=staged_ids)
-            if nodes is not None and pc.any(in_staged).as_py():
-                affected = pc.is_in(staged_ids, value_set=changed)
+            affected = pc.is_in(staged_ids, value_set=changed)
+            if pc.any(affected).as_py():
                 merged = {row["id"]: row for row in nodes.filter(affected).to_pylist()}
                 nodes = nodes.filter(pc.invert(affected))
             stored: dict[str, dict] = {}
