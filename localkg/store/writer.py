@@ -497,8 +497,12 @@ class GraphWriter:
 def flush_rows_for_pool(buffer_pool_bytes: int) -> int:
     """How many staged nodes and facts one flush may copy with this Kùzu buffer pool.
 
-    A ``COPY`` needs buffer-pool memory for what it copies: with the load's 256 MiB pool a flush
-    of 1.1M rows of a Freebase dump fits, one of 4M rows does not ("buffer pool is full")."""
+    A ``COPY`` needs buffer-pool memory for what it copies: with a 256 MiB pool a flush of 1.1M
+    rows of a Freebase dump fits, one of 4M rows does not ("buffer pool is full").
+
+    >>> flush_rows_for_pool(1 << 30)  # the dump loads' default pool
+    4194304
+    """
     return max(1, buffer_pool_bytes // POOL_BYTES_PER_FLUSHED_ROW)
 
 
