@@ -65,7 +65,7 @@ class NodeAttributes:
     @property
     def described(self) -> bool:
         """Whether this says anything beyond "the node exists" (merging a bare node changes nothing)."""
-        return self != _BARE
+        return self is not _BARE and self != _BARE
 
 
 _BARE = NodeAttributes()

@@ -42,10 +42,8 @@ _RUN_NAME = re.compile(r"run-(\d+)(?:-(\d+))?\.npy")
 def hash_keys(keys: Iterable[str]) -> np.ndarray:
     """Stable 64-bit hashes of strings (BLAKE2b, independent of PYTHONHASHSEED)."""
     blake = hashlib.blake2b
-    return np.fromiter(
-        (int.from_bytes(blake(k.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little") for k in keys),
-        dtype=np.uint64,
-    )
+    digests = b"".join([blake(k.encode("utf-8", "surrogatepass"), digest_size=8).digest() for k in keys])
+    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
 
 
 def find_sorted(sorted_hashes: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
