@@ -39,6 +39,7 @@ treat as mediators to hop through.
 from __future__ import annotations
 
 import fnmatch
+from functools import lru_cache
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +88,13 @@ def freebase_id(iri: str) -> str:
     return iri
 
 
+@lru_cache(maxsize=4096)
 def short_datatype(datatype: str) -> str:
+    """A datatype IRI with its usual prefix (cached: a dump has a handful, on every literal).
+
+    >>> short_datatype("http://www.w3.org/2001/XMLSchema#date")
+    'xsd:date'
+    """
     for long, short in PREFIXES:
         if datatype.startswith(long):
             return short + datatype[len(long):]
