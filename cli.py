@@ -401,12 +401,13 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _open_for_loading(db: Path, buffer_pool_mb: int) -> Any:
-    """The database, opened for a dump load: malloc arenas capped before Kùzu starts its threads
-    (localkg/loaders/memory.py) and the load's own buffer pool."""
-    from localkg.loaders.memory import limit_allocator_arenas
+    """The database, opened for a dump load: malloc arenas capped before Kùzu starts its threads,
+    Arrow on the system allocator (localkg/loaders/memory.py), and the load's own buffer pool."""
+    from localkg.loaders.memory import arrow_uses_system_allocator, limit_allocator_arenas
     from localkg.store import KG
 
     limit_allocator_arenas()
+    arrow_uses_system_allocator()
     return KG.open(db, create=True, buffer_pool_bytes=buffer_pool_mb << 20)
 
 

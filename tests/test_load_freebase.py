@@ -277,9 +277,11 @@ def test_cli_load_freebase_prints_the_report(tmp_path: Path, generated: Path) ->
     assert missing.exit_code != 0 and "Traceback" not in missing.output
 
 
-def test_cli_load_opens_the_database_with_the_loads_buffer_pool_and_capped_arenas(tmp_path: Path, generated: Path,
-                                                                                  monkeypatch) -> None:
+def test_cli_load_opens_the_database_with_the_loads_pool_capped_arenas_and_system_arrow_allocator(
+        tmp_path: Path, generated: Path, monkeypatch) -> None:
     import platform
+
+    import pyarrow as pa
 
     from localkg.loaders import memory
     from localkg.store import KG
@@ -292,8 +294,13 @@ def test_cli_load_opens_the_database_with_the_loads_buffer_pool_and_capped_arena
         return real_open(cls, *args, **kwargs)
 
     monkeypatch.setattr(KG, "open", classmethod(spy))
-    result = CliRunner().invoke(main, ["load", "freebase", str(generated), "--db", str(tmp_path / "db"),
-                                       "--workers", "0", "--json", "--quiet", "--buffer-pool-mb", "96"])
+    arrow_pool = pa.default_memory_pool()
+    try:
+        result = CliRunner().invoke(main, ["load", "freebase", str(generated), "--db", str(tmp_path / "db"),
+                                           "--workers", "0", "--json", "--quiet", "--buffer-pool-mb", "96"])
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(arrow_pool)
     assert result.exit_code == 0, result.output
     assert opened == [96 << 20] and json.loads(result.output)["facts_loaded"] > 0
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
