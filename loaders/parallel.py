@@ -391,7 +391,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
             state_changed = False
 
             def write_batch() -> None:
-                """Commit the gathered chunks, then record their rejects and the checkpoint."""
+                """Stage the gathered chunks, then record their rejects and the checkpoint."""
                 nonlocal parts, parsed, state_changed, lines_here
                 report.add_written(within_pool(writer.write, ColumnBatch.concat(parts)))
                 for meta, result in parsed:
