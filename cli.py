@@ -392,7 +392,8 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--batch-mb", type=click.IntRange(min=1), default=64, show_default=True,
                      help="Text per staged write (one checkpoint each)."),
         click.option("--buffer-pool-mb", type=click.IntRange(min=64), default=1024, show_default=True,
-                     help="Kùzu buffer pool while loading; a flush copies as many rows as it holds (queries open the database with their own)."),
+                     help="Kùzu buffer pool while loading; a flush copies as many rows as it holds "
+                          "(queries open the database with their own)."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]):
