@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument("--workers", default="all", help="localkg parser processes (default: all cores).")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--buffer-pool-mb", type=int, default=0,
-                        help="Kùzu buffer pool of the localkg loads (default: the load command's, 256 MiB).")
+                        help="Kùzu buffer pool of the localkg loads (default: the load command's, 1 GiB).")
     parser.add_argument("--growth-only", action="store_true",
                         help="Only the two localkg Freebase loads of the RSS growth check.")
     args = parser.parse_args()
