@@ -157,7 +157,7 @@ class KeySet:
             return
         number = self._runs[-1].last + 1 if self._runs else 0
         path = self.directory / f"run-{number:06d}-{number:06d}.npy"
-        _write_atomically(path, lambda handle: np.save(handle, np.unique(np.asarray(hashes, dtype=np.uint64))))
+        write_atomically(path, lambda handle: np.save(handle, np.unique(np.asarray(hashes, dtype=np.uint64))))
         self._runs.append(_Run(number, number, path))
         self._arrays.append(np.load(path, mmap_mode="r"))
         sizes = [len(array) for array in self._arrays]
@@ -197,14 +197,15 @@ class KeySet:
             out.flush()
             del out
 
-        _write_atomically(path, write)
+        write_atomically(path, write)
         for run in inputs:
             run.path.unlink()
         self._load_runs()
 
 
-def _write_atomically(path: Path, write) -> None:
-    """Write a file under a temporary name, sync it, then give it its name."""
+def write_atomically(path: Path, write) -> None:
+    """Write a file under a temporary name with ``write(handle)``, sync it, then give it its name
+    (a crash leaves the old file or the new one, never half of one)."""
     tmp = path.with_name(path.name + ".part")
     with open(tmp, "w+b") as handle:
         write(handle)

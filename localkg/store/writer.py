@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 from localkg.errors import LoadError
 from localkg.store import schema
 from localkg.store.batch import SEP, ColumnBatch, FactBatch, list_lengths
-from localkg.store.keyset import KeySet, hash_keys
+from localkg.store.keyset import KeySet, hash_keys, write_atomically
 from localkg.store.labels import relation_label
 from localkg.store.model import IN, OUT
 
@@ -198,8 +198,11 @@ class GraphWriter:
         """Drop half-written batches, and the batches of a flush that committed before a crash."""
         if not self.staged.is_dir():
             return
-        for part in self.staged.glob("*.part"):
-            shutil.rmtree(part)
+        for part in self.staged.glob("*.part"):  # half-written batches, and a marker's temporary file
+            if part.is_dir():
+                shutil.rmtree(part)
+            else:
+                part.unlink()
         marker = self.staged / _FLUSH_MARKER
         if marker.exists():
             flush = json.loads(marker.read_text())
@@ -311,8 +314,8 @@ class GraphWriter:
             for staged in map(_batch_counts, batches):
                 for name in KEYSETS:
                     expected[name] += staged[name]
-            _write_atomically(marker, json.dumps({"batches": [b.name for b in batches], "before": before,
-                                                  "expected": expected}))
+            record = {"batches": [b.name for b in batches], "before": before, "expected": expected}
+            write_atomically(marker, lambda handle: handle.write(json.dumps(record).encode()))
             with self._transaction():
                 self._copy_staged(batches)
         except BaseException:
@@ -514,12 +517,6 @@ def _read_staged(batches: list[Path], name: str) -> pa.Table | None:
 
 def _batch_counts(batch: Path) -> dict[str, int]:
     return json.loads((batch / "counts.json").read_text())
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _first_of_each(hashes: np.ndarray) -> np.ndarray:
