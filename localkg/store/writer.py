@@ -212,10 +212,7 @@ class GraphWriter:
             marker.unlink()
 
     def _ensure_keys_match_database(self) -> None:
-        counts = self._database_counts()
-        for staged in map(_batch_counts, self._batches()):
-            for name in KEYSETS:
-                counts[name] += staged[name]
+        counts = _with_staged(self._database_counts(), self._batches())
         if all(len(self.keys[name]) == counts[name] for name in KEYSETS):
             return
         self._rebuild_keys()
@@ -310,10 +307,7 @@ class GraphWriter:
         marker = self.staged / _FLUSH_MARKER
         try:
             before = self._database_counts()
-            expected = dict(before)
-            for staged in map(_batch_counts, batches):
-                for name in KEYSETS:
-                    expected[name] += staged[name]
+            expected = _with_staged(before, batches)
             record = {"batches": [b.name for b in batches], "before": before, "expected": expected}
             write_atomically(marker, lambda handle: handle.write(json.dumps(record).encode()))
             with self._transaction():
@@ -515,8 +509,14 @@ def _read_staged(batches: list[Path], name: str) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def _batch_counts(batch: Path) -> dict[str, int]:
-    return json.loads((batch / "counts.json").read_text())
+def _with_staged(counts: dict[str, int], batches: list[Path]) -> dict[str, int]:
+    """``counts`` (of the database) plus the rows of each kind that ``batches`` hold."""
+    total = dict(counts)
+    for batch in batches:
+        staged = json.loads((batch / "counts.json").read_text())
+        for name in KEYSETS:
+            total[name] += staged[name]
+    return total
 
 
 def _first_of_each(hashes: np.ndarray) -> np.ndarray:
