@@ -39,9 +39,9 @@ treat as mediators to hop through.
 from __future__ import annotations
 
 import fnmatch
-from functools import lru_cache
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
