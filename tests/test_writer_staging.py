@@ -91,8 +91,10 @@ def test_writes_reach_the_database_at_each_flush_of_flush_rows(tmp_path: Path, r
         with kg.writer(flush_rows=30) as writer:
             writer.write(_batch(FACTS[:10]))  # 10 facts + 15 nodes staged: below 30
             assert kg.stats().facts == 0 and len(writer._batches()) == 1
+            database = kg._database
             writer.write(_batch(FACTS[10:20]))  # past 30: both batches are flushed together
             assert kg.stats().facts == 20 and not writer._batches()
+            assert kg._database is not database  # reopened after the flush, to free Kùzu's memory
             writer.write(_batch(FACTS[20:]))
         assert _graph(kg) == reference
 

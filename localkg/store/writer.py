@@ -289,6 +289,7 @@ class GraphWriter:
         self._changed = self._changed or counts.facts_added > 0 or counts.nodes_added > 0 or counts.nodes_updated > 0
         if self._staged_rows >= self.flush_rows:
             self.flush()
+            self.kg.reopen()  # more writes follow: free what Kùzu kept from the copies
         return counts
 
     def flush(self) -> None:
