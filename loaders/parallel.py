@@ -168,19 +168,19 @@ def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Itera
     """Yield ``(line_number, line)`` for the chunk's usable lines; count them; reject blank lines
     and (with ``decode``) invalid UTF-8. Lines come without their line break."""
     data = chunk.data
-    raw_lines = data.split(b"\n")
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()
-    result.lines += len(raw_lines)
+    count = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
+    result.lines += count
     number = chunk.first_line
-    if decode:
-        try:
-            lines: list[Any] = data.decode("utf-8").split("\n")
-        except UnicodeDecodeError:
-            lines = [_decode_or_none(raw) for raw in raw_lines]
+    raw_lines: list[bytes] = []
+    if not decode:
+        lines: list[Any] = data.split(b"\n")
     else:
-        lines = raw_lines
-    for index in range(len(raw_lines)):
+        try:  # one decode of the chunk; the bytes are split only to find a damaged line
+            lines = data.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            raw_lines = data.split(b"\n")
+            lines = [_decode_or_none(raw) for raw in raw_lines]
+    for index in range(count):
         line = lines[index]
         if line is None:
             result.reject(number + index, "invalid UTF-8", raw_lines[index])
