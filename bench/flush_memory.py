@@ -1,0 +1,129 @@
+"""What each flush of a dump load holds: the writer's resident memory per Kùzu statement.
+
+Why: the load benchmark (bench/load_dumps.py) finds the peak RSS growing with the dump. This
+script shows where: it loads a generated Freebase dump in this process with `load_freebase`
+(2 parsers, the given buffer pool, which sets the flush size: 256 bytes of pool per row), and
+samples this process's resident memory every 30 ms during each ``COPY``/``LOAD`` statement of
+every flush (by wrapping ``KG.execute``).
+
+    python bench/flush_memory.py --lines 8000000 --buffer-pool-mb 512
+
+Prints one JSON object: per flush, the rows it copied, the nodes already stored, the writer's
+memory when the flush began and its peak, and each statement's growth; and each flush's peak as
+a ratio to the first flush's (the reference, measured in the same run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MAKE_DUMP = REPO.parent / "shared" / "tools" / "make_dump.py"
+LINES_PER_ENTITY = 9.0  # make_dump.py freebase writes about 9 lines per entity
+
+
+def resident_mb() -> int:
+    """This process's resident memory, in MB."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+
+
+class PeakSampler:
+    """The largest resident memory seen while the block runs (sampled every 30 ms)."""
+
+    def __enter__(self) -> "PeakSampler":
+        self.start = self.peak = resident_mb()
+        self._running = True
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while self._running:
+            self.peak = max(self.peak, resident_mb())
+            time.sleep(0.03)
+
+    def __exit__(self, *exc: object) -> None:
+        self._running = False
+        self._thread.join()
+        self.peak = max(self.peak, resident_mb())
+
+
+def instrument(flushes: list[dict]) -> None:
+    """Record every flush and its statements into ``flushes``."""
+    from localkg.store import writer as writer_module
+    from localkg.store.kg import KG
+
+    execute, flush = KG.execute, writer_module.GraphWriter.flush
+
+    def timed_execute(kg: KG, query: str, parameters: dict | None = None):
+        if not flushes or flushes[-1].get("done") or not query.startswith(("COPY", "LOAD")):
+            return execute(kg, query, parameters)
+        with PeakSampler() as sampler:
+            result = execute(kg, query, parameters)
+        if query.startswith("COPY"):
+            statement = query.split(" FROM")[0]
+        elif "r:Relation" in query:
+            statement = "LOAD (relation fact counts)"
+        elif "n.aliases" in query:  # after the commit, in their own transactions
+            statement = "LOAD (aliases, types of stored nodes)"
+        else:
+            statement = "LOAD (names, kinds of stored nodes)"
+        flushes[-1]["statements"].append({"statement": statement, "start_mb": sampler.start,
+                                          "growth_mb": sampler.peak - sampler.start})
+        return result
+
+    def recorded_flush(writer: writer_module.GraphWriter) -> None:
+        stored = writer.kg.execute("MATCH (n:Node) RETURN count(*)").get_next()[0]
+        flushes.append({"rows": writer._staged_rows, "nodes_stored_before": stored, "statements": []})
+        started = time.perf_counter()
+        with PeakSampler() as sampler:
+            flush(writer)
+        flushes[-1].update(start_mb=sampler.start, peak_mb=sampler.peak, done=True,
+                           seconds=round(time.perf_counter() - started, 1))
+
+    KG.execute = timed_execute
+    writer_module.GraphWriter.flush = recorded_flush
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=8_000_000)
+    parser.add_argument("--buffer-pool-mb", type=int, default=512)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="localkg-flush-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    dump = workdir / "fb.nt.gz"
+    made = subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities",
+                           str(int(args.lines / LINES_PER_ENTITY)), "--out", str(dump)],
+                          check=True, capture_output=True, text=True)
+    from localkg.loaders.freebase import load_freebase
+    from localkg.loaders.memory import arrow_uses_system_allocator
+    from localkg.store import KG
+
+    flushes: list[dict] = []
+    instrument(flushes)
+    arrow_uses_system_allocator()  # as `localkg load` does
+    db = workdir / "db"
+    shutil.rmtree(db, ignore_errors=True)
+    with KG.create(db, buffer_pool_bytes=args.buffer_pool_mb << 20) as kg:
+        load_freebase(kg, [str(dump)], workers=2, progress=False)
+    copied = [f for f in flushes if f["rows"]]
+    for entry in copied:
+        entry.pop("done")
+        entry["peak_vs_first"] = round(entry["peak_mb"] / copied[0]["peak_mb"], 2)
+    print(json.dumps({"lines": json.loads(made.stdout.strip().splitlines()[-1])["lines"],
+                      "buffer_pool_mb": args.buffer_pool_mb, "flushes": copied}))
+
+
+if __name__ == "__main__":
+    main()
