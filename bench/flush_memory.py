@@ -1,16 +1,18 @@
-"""What each flush of a dump load holds: the writer's resident memory per Kùzu statement.
+"""What each flush of a dump load holds and costs: the writer's memory and time per Kùzu statement.
 
 Why: the load benchmark (bench/load_dumps.py) finds the peak RSS growing with the dump. This
 script shows where: it loads a generated Freebase dump in this process with `load_freebase`
 (2 parsers, the given buffer pool, which sets the flush size: 256 bytes of pool per row), and
-samples this process's resident memory every 30 ms during each ``COPY``/``LOAD`` statement of
-every flush (by wrapping ``KG.execute``).
+samples this process's resident memory every 30 ms during each ``COPY``/``LOAD``/``CHECKPOINT``
+statement of every flush, and times it (by wrapping ``KG.execute``); what a flush spends outside
+them is its commit and the Python side (reading and merging the staged files).
 
     python bench/flush_memory.py --lines 8000000 --buffer-pool-mb 512
 
 Prints one JSON object: per flush, the rows it copied, the nodes already stored, the writer's
-memory when the flush began and its peak, and each statement's growth; and each flush's peak as
-a ratio to the first flush's (the reference, measured in the same run).
+memory when the flush began and its peak, each statement's growth and seconds, and the seconds
+outside them; and each flush's peak and seconds as ratios to the first flush's (the reference,
+measured in the same run).
 """
 from __future__ import annotations
 
@@ -65,11 +67,13 @@ def instrument(flushes: list[dict]) -> None:
     execute, flush = KG.execute, writer_module.GraphWriter.flush
 
     def timed_execute(kg: KG, query: str, parameters: dict | None = None):
-        if not flushes or flushes[-1].get("done") or not query.startswith(("COPY", "LOAD")):
+        if not flushes or flushes[-1].get("done") or not query.startswith(("COPY", "LOAD", "CHECKPOINT")):
             return execute(kg, query, parameters)
+        started = time.perf_counter()
         with PeakSampler() as sampler:
             result = execute(kg, query, parameters)
-        if query.startswith("COPY"):
+        seconds = round(time.perf_counter() - started, 2)
+        if query.startswith(("COPY", "CHECKPOINT")):
             statement = query.split(" FROM")[0]
         elif "r:Relation" in query:
             statement = "LOAD (relation fact counts)"
@@ -78,7 +82,7 @@ def instrument(flushes: list[dict]) -> None:
         else:
             statement = "LOAD (names, kinds of stored nodes)"
         flushes[-1]["statements"].append({"statement": statement, "start_mb": sampler.start,
-                                          "growth_mb": sampler.peak - sampler.start})
+                                          "growth_mb": sampler.peak - sampler.start, "seconds": seconds})
         return result
 
     def recorded_flush(writer: writer_module.GraphWriter) -> None:
@@ -120,7 +124,9 @@ def main() -> None:
     copied = [f for f in flushes if f["rows"]]
     for entry in copied:
         entry.pop("done")
+        entry["seconds_outside_statements"] = round(entry["seconds"] - sum(s["seconds"] for s in entry["statements"]), 1)
         entry["peak_vs_first"] = round(entry["peak_mb"] / copied[0]["peak_mb"], 2)
+        entry["seconds_vs_first"] = round(entry["seconds"] / copied[0]["seconds"], 2)
     print(json.dumps({"lines": json.loads(made.stdout.strip().splitlines()[-1])["lines"],
                       "buffer_pool_mb": args.buffer_pool_mb, "flushes": copied}))
 
