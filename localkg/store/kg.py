@@ -150,9 +150,9 @@ class KG:
         """Close and open the database again, with the same mode and buffer pool.
 
         Why: after a committed ``COPY`` Kùzu 0.11.3 keeps memory until the database closes, and
-        a load that flushes many times keeps more each time: on an 8M-line Freebase dump with a
-        512 MiB pool the writer held 683 MB between its third and fourth flush, 217 MB when
-        reopened after each (docs/benchmarks.md, "What a flush holds").
+        a load that flushes many times keeps more each time: on an 8M-line Freebase dump (512 MiB
+        pool, flushes of about 1M rows) the writer's anonymous memory before its fourth flush was
+        683 MB, and 217 MB when reopened after each flush (docs/benchmarks.md, "What a flush holds").
         """
         self.close()
         self._database = _open_database(self.path, self.read_only, self.buffer_pool_bytes)
