@@ -20,16 +20,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-MAKE_DUMP = REPO.parent / "shared" / "tools" / "make_dump.py"
-LINES_PER_ENTITY = 9.0  # make_dump.py freebase writes about 9 lines per entity
+from load_dumps import LINES_PER_ENTITY, make_dump  # bench/ is on the path when run as a script
 
 
 def resident_mb() -> int:
@@ -107,9 +103,7 @@ def main() -> None:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="localkg-flush-"))
     workdir.mkdir(parents=True, exist_ok=True)
     dump = workdir / "fb.nt.gz"
-    made = subprocess.run([sys.executable, str(MAKE_DUMP), "freebase", "--entities",
-                           str(int(args.lines / LINES_PER_ENTITY)), "--out", str(dump)],
-                          check=True, capture_output=True, text=True)
+    made = make_dump("freebase", int(args.lines / LINES_PER_ENTITY), dump)
     from localkg.loaders.freebase import load_freebase
     from localkg.loaders.memory import arrow_uses_system_allocator
     from localkg.store import KG
@@ -127,7 +121,7 @@ def main() -> None:
         entry["seconds_outside_statements"] = round(entry["seconds"] - sum(s["seconds"] for s in entry["statements"]), 1)
         entry["peak_vs_first"] = round(entry["peak_mb"] / copied[0]["peak_mb"], 2)
         entry["seconds_vs_first"] = round(entry["seconds"] / copied[0]["seconds"], 2)
-    print(json.dumps({"lines": json.loads(made.stdout.strip().splitlines()[-1])["lines"],
+    print(json.dumps({"lines": made["lines"],
                       "buffer_pool_mb": args.buffer_pool_mb, "flushes": copied}))
 
 
