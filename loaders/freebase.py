@@ -21,10 +21,13 @@ mapped like this:
 * every other line is a fact; typed literals become literal nodes whose id is
   their N-Triples spelling (``"1961-08-04"^^xsd:date``).
 
-A line is split into its three terms first and its predicate looked up (once
-per distinct predicate); a filtered line is counted and dropped without
-parsing its subject and object, which makes the third of the dump that is
-bookkeeping nearly free. So damage inside a filtered line's terms counts as
+A chunk's lines are split into columns of terms first (Arrow's CSV reader,
+``rows.py``), and each distinct term is parsed once: predicates and subjects
+in Python, objects mostly by Arrow's kernels (``object_terms.py``); facts are
+then taken from the parsed terms by index, and only attribute lines cost a
+Python call each. A filtered line is counted and dropped without parsing its
+subject and object, which makes the third of the dump that is bookkeeping
+nearly free. So damage inside a filtered line's terms counts as
 filtered, not rejected; damage to the line's shape (truncated, no final dot,
 invalid UTF-8, blank) is always rejected.
 
@@ -45,11 +48,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from localkg.loaders.ntriples import BadLine, Literal, iri, split_triple, term_value
-from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank, split_lines
-from localkg.loaders.triples import literal_node_id
-from localkg.store.model import CVT, LITERAL
-from localkg.store.batch import FactBatch, NodeAttributes
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from localkg.loaders.ntriples import BadLine, iri
+from localkg.loaders.object_terms import ObjectTerms, literal_nodes
+from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank
+from localkg.loaders.rows import split_rows
+from localkg.store.model import CVT
+from localkg.store.batch import FactBatch, NodeAttributes, column_batch
 
 NAMESPACE = "http://rdf.freebase.com/ns/"
 PREFIXES = (
@@ -189,47 +197,65 @@ class FreebaseFormat(DumpFormat):
         return end
 
     def parse(self, chunk: Chunk) -> ChunkResult:
+        """The chunk's facts as columns, its attributes per subject, its schema names and counts
+        (see the module docstring)."""
         result = ChunkResult(FactBatch())
-        batch = result.batch
-        heads, relations, tails = batch.heads, batch.relations, batch.tails
-        subjects: dict[str, _Attributes] = defaultdict(_Attributes)
+        rows = split_rows(chunk, result)
+        predicate_codes, predicate_terms = _encode(rows.predicates)
+        predicates = [self._predicate(term) for term in predicate_terms]  # (id, role) or (reason, "?")
+        role_of_row = np.array([role for _, role in predicates], dtype=object)[predicate_codes] \
+            if predicates else np.zeros(0, dtype=object)
+        for code, count in enumerate(np.bincount(predicate_codes, minlength=len(predicates)).tolist()):
+            predicate, role = predicates[code]
+            if count and role[:1] == "!":
+                result.filtered[role[1:]] += count
+        kept = np.flatnonzero(np.array([role[:1] not in ("!", "?") for role in role_of_row], dtype=bool))
+        for row in np.flatnonzero(role_of_row == "?").tolist():
+            result.reject(int(rows.numbers[row]), predicates[predicate_codes[row]][0], rows.line(row))
+        subject_codes, subject_terms = _encode(rows.subjects.take(kept))
+        subjects = [_parsed(lambda term: freebase_id(iri(term)), term) for term in subject_terms]
+        object_codes, object_terms = _encode(rows.objects.take(kept))
+        objects = ObjectTerms.parse(pa.array(object_terms, pa.string()), NAMESPACE, freebase_id, short_datatype)
+        bad_subject = np.array([type(s) is BadLine for s in subjects], dtype=bool)[subject_codes]
+        bad_object = np.zeros(len(object_terms), dtype=bool)
+        bad_object[list(objects.bad)] = True
+        bad_object = bad_object[object_codes]
+        for position in np.flatnonzero(bad_subject | bad_object).tolist():
+            reason = subjects[subject_codes[position]] if bad_subject[position] else objects.bad[object_codes[position]]
+            row = int(kept[position])
+            result.reject(int(rows.numbers[row]), str(reason), rows.line(row))
+        good = ~(bad_subject | bad_object)
+        roles = role_of_row[kept]
+        facts = np.flatnonzero(good & (roles == ""))
+        subject_ids = pa.array([s if type(s) is str else "" for s in subjects], pa.string())
+        heads = subject_ids.take(subject_codes[facts])
+        relations = pa.array([predicate for predicate, _ in predicates], pa.string()).take(predicate_codes[kept][facts])
+        tails = objects.node_id.take(object_codes[facts])
+        attributes: dict[str, _Attributes] = defaultdict(_Attributes)
         schema_names: dict[str, tuple[str, int]] = {}
-        literals: dict[str, Literal] = {}
-        predicates: dict[str, tuple[str, str | None]] = {}
-        filtered = result.filtered
-        last_term, last_subject = "", ""
-        for number, line in split_lines(chunk, result):
-            try:
-                subject_term, predicate_term, object_term = split_triple(line)
-                known = predicates.get(predicate_term)
-                if known is None:
-                    predicate = freebase_id(iri(predicate_term))
-                    known = predicates[predicate_term] = (predicate, self._role(predicate))
-                predicate, role = known
-                if role is not None and role[0] == "!":
-                    filtered[role[1:]] += 1
-                    continue
-                if subject_term != last_term:
-                    last_term, last_subject = subject_term, freebase_id(iri(subject_term))
-                value = term_value(object_term)
-            except BadLine as error:
-                result.reject(number, str(error), line)
-                continue
-            if role is None:
-                heads.append(last_subject)
-                relations.append(predicate)
-                tails.append(freebase_id(value) if type(value) is str else _literal_id(value, literals))
-            else:
-                self._attribute(role, last_subject, value, subjects, schema_names, result)
-        for subject, attributes in subjects.items():
-            batch.nodes[subject] = NodeAttributes(name=attributes.name, aliases=attributes.aliases,
-                                                  description=attributes.description, types=attributes.types,
-                                                  explicit=True)
-        for node_id, value in literals.items():
-            batch.nodes[node_id] = NodeAttributes(name=value.value, kind=LITERAL, value=value.value,
-                                                  datatype=short_datatype(value.datatype), lang=value.lang)
+        chosen = np.flatnonzero(good & (roles != ""))
+        codes = object_codes[chosen]
+        for role, subject, value, lang, literal in zip(
+                roles[chosen].tolist(), subject_ids.take(subject_codes[chosen]).to_pylist(),
+                objects.value.take(codes).to_pylist(), objects.lang.take(codes).to_pylist(),
+                objects.literal[codes].tolist()):
+            self._attribute(role, subject, value, lang if literal else None, attributes, schema_names, result)
+        nodes = {subject: NodeAttributes(name=a.name, aliases=a.aliases, description=a.description, types=a.types,
+                                         explicit=True) for subject, a in attributes.items()}
+        result.batch = column_batch(heads, relations, tails, nodes, {},
+                                    literal_nodes(objects, object_codes[facts]))
+        result.rejects.sort(key=lambda reject: reject[0])
         result.state = {"schema_names": schema_names}
         return result
+
+    def _predicate(self, term: str) -> tuple[str, str]:
+        """A distinct predicate term as (id, role): role "" for a fact, an attribute's predicate,
+        "!pattern" for a filtered one, or "?" with the reason in place of the id for a bad term."""
+        try:
+            predicate = freebase_id(iri(term))
+        except BadLine as error:
+            return str(error), "?"
+        return predicate, self._role(predicate) or ""
 
     def _role(self, predicate: str) -> str | None:
         if predicate in (NAME, ALIAS, DESCRIPTION, TYPE):
@@ -237,41 +263,41 @@ class FreebaseFormat(DumpFormat):
         pattern = self.filter.match(predicate)
         return None if pattern is None else "!" + pattern
 
-    def _attribute(self, role: str, subject: str, value: str | Literal, subjects: dict[str, _Attributes],
+    def _attribute(self, role: str, subject: str, value: str, lang: str | None, subjects: dict[str, _Attributes],
                    schema_names: dict[str, tuple[str, int]], result: ChunkResult) -> None:
+        """One attribute line: ``value`` is an entity id (``lang`` None) or a literal's value."""
         is_entity = subject.startswith(MACHINE_ID_PREFIXES)
         if role == TYPE:
             if not is_entity:
                 result.filtered["schema object attribute"] += 1
                 return
-            subjects[subject].types.append(freebase_id(value) if isinstance(value, str) else value.value)
+            subjects[subject].types.append(value)
             result.attributes += 1
             return
-        if not isinstance(value, Literal):
+        if lang is None:
             result.filtered[f"{role} that is not a literal"] += 1
             return
-        rank = self._lang_ranks.get(value.lang, -1)
+        rank = self._lang_ranks.get(lang, -1)
         if rank == -1:
-            rank = self._lang_ranks[value.lang] = (lang_rank(self.langs, value.lang) if value.lang
-                                                   else len(self.langs) * 2)
+            rank = self._lang_ranks[lang] = lang_rank(self.langs, lang) if lang else len(self.langs) * 2
         if rank is None:
             result.filtered[f"{role} in another language"] += 1
             return
         result.attributes += 1
         if not is_entity:
             if role == NAME and rank < schema_names.get(subject, ("", 1 << 30))[1]:
-                schema_names[subject] = (value.value, rank)
+                schema_names[subject] = (value, rank)
             elif role != NAME:
                 result.attributes -= 1
                 result.filtered["schema object attribute"] += 1
             return
         attributes = subjects[subject]
         if role == NAME:
-            attributes.offer_name(value.value, rank)
+            attributes.offer_name(value, rank)
         elif role == ALIAS:
-            attributes.aliases.append(value.value)
+            attributes.aliases.append(value)
         else:
-            attributes.offer_description(value.value, rank)
+            attributes.offer_description(value, rank)
 
     # ---------------------------------------------------------------- main process
     def absorb(self, result: ChunkResult, state: dict[str, Any]) -> bool:
@@ -316,10 +342,18 @@ def mark_cvt_nodes(kg: Any) -> int:
             return marked
 
 
-def _literal_id(literal: Literal, literals: dict[str, Literal]) -> str:
-    node_id = literal_node_id(literal.value, literal.datatype, literal.lang)
-    literals[node_id] = literal
-    return node_id
+def _encode(column: pa.Array) -> tuple[np.ndarray, list[str]]:
+    """Each row's index among the column's distinct values, and those values (first seen first)."""
+    encoded = pc.dictionary_encode(column)
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist()
+
+
+def _parsed(parse: Any, term: str) -> Any:
+    """``parse(term)``, or the :class:`BadLine` it raised."""
+    try:
+        return parse(term)
+    except BadLine as error:
+        return error
 
 
 def load_freebase(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] = ("en",),

@@ -70,8 +70,8 @@ class Chunk:
 
 @dataclass
 class ChunkResult:
-    """What a worker made of one chunk (``parse`` fills a :class:`FactBatch`; :func:`parse_chunk`
-    hands the writer its columns)."""
+    """What a worker made of one chunk (``parse`` fills a :class:`FactBatch` or makes a
+    :class:`ColumnBatch`; :func:`parse_chunk` hands the writer columns)."""
 
     batch: FactBatch | ColumnBatch
     lines: int = 0
@@ -277,9 +277,11 @@ def _start_worker(fmt: DumpFormat) -> None:
 
 
 def parse_chunk(fmt: DumpFormat, chunk: Chunk) -> ChunkResult:
-    """Parse ``chunk`` and turn its batch into columns, so the per-row work stays off the writer."""
+    """Parse ``chunk`` and turn its batch into columns (if ``parse`` did not make columns itself),
+    so the per-row work stays off the writer."""
     result = fmt.parse(chunk)
-    result.batch = result.batch.columns()
+    if isinstance(result.batch, FactBatch):
+        result.batch = result.batch.columns()
     return result
 
 

@@ -314,3 +314,76 @@ def test_docstring_examples(name: str) -> None:
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+ODD_LINES = [
+    '<http://rdf.freebase.com/ns/m.01> <http://rdf.freebase.com/ns/film.film.genre> <http://rdf.freebase.com/ns/m.02> .',
+    '<http://rdf.freebase.com/ns/m.01>\t<http://rdf.freebase.com/ns/common.topic.alias>\t"tab\tinside"@en\t.',
+    "", "\t\t\t", "\t\t\t.", "<http://rdf.freebase.com/ns/m.01>\t<http://rdf.freebase.com/ns/film.film.genre>",
+    '<http://rdf.freebase.com/ns/m.01>\t<http://rdf.freebase.com/ns/film.film.genre>\t<http://rdf.freebase.com/ns/m.03>\t. ',
+    '<http://rdf.freebase.com/ns/m.01>\t<http://rdf.freebase.com/ns/film.film.genre>\t<http://rdf.freebase.com/ns/m.03>\t.\t',
+]
+
+
+def _lines_split_one_by_one(chunk):
+    """The reference: each line through split_lines and split_triple."""
+    from localkg.loaders.ntriples import BadLine, split_triple
+    from localkg.loaders.parallel import ChunkResult, split_lines
+    from localkg.store.batch import FactBatch
+
+    result, rows = ChunkResult(FactBatch()), []
+    for number, line in split_lines(chunk, result):
+        try:
+            rows.append((number, *split_triple(line)))
+        except BadLine as error:
+            result.reject(number, str(error), line)
+    return rows, sorted(result.rejects), result.lines
+
+
+def test_arrows_split_of_a_chunk_agrees_with_the_line_by_line_split(tmp_path: Path) -> None:
+    from localkg.loaders.parallel import Chunk, ChunkResult
+    from localkg.loaders.rows import split_rows
+    from localkg.store.batch import FactBatch
+
+    source = tmp_path / "bad.nt"
+    make_dump(source, 200, "--corrupt", "0.05", "--seed", "4")
+    lines = [line for line in source.read_bytes().split(b"\n") if b"\xff" not in line]  # one chunk Arrow splits
+    lines[7:7] = [line.encode() for line in ODD_LINES]
+    for data in (b"\n".join(lines), b"\n".join(lines) + b"\n", b"\n".join(lines + [b"\xff\xfe bad"])):
+        chunk = Chunk(0, 0, 11, data, len(data), 0, 0)
+        result = ChunkResult(FactBatch())
+        rows = split_rows(chunk, result)
+        got = list(zip(rows.numbers.tolist(), *(c.to_pylist() for c in (rows.subjects, rows.predicates, rows.objects))))
+        expected_rows, expected_rejects, expected_lines = _lines_split_one_by_one(chunk)
+        assert got == expected_rows
+        assert sorted(result.rejects) == expected_rejects and len(expected_rejects) > 20
+        assert result.lines == expected_lines
+        written = data.split(b"\n")
+        assert all(rows.line(i) == written[number - 11].decode() for i, number in enumerate(rows.numbers.tolist()))
+
+
+def test_object_terms_parsed_in_columns_agree_with_term_value(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from localkg.loaders.freebase import NAMESPACE, freebase_id, short_datatype
+    from localkg.loaders.object_terms import ObjectTerms, _parse_other
+
+    source = tmp_path / "bad.nt"
+    make_dump(source, 200, "--corrupt", "0.05", "--seed", "5")
+    terms = {line.split("\t")[2] for line in source.read_bytes().decode("utf-8", "replace").split("\n")
+             if line.count("\t") == 3}
+    terms |= {'"x"^^<http://www.w3.org/2001/XMLSchema#string>', '"x"', '""', '"7"^^<http://example.org/dt>',
+              '"a\\"b"@en', '"a\\qb"', '"line\\nbreak"@en-GB', '"bad"@en_', '"x"^^<bad iri>', "</m.0abc>",
+              "<http://www.w3.org/2002/07/owl#Thing>", "<http://rdf.freebase.com/ns/m.0\\u0041>", "_:b1",
+              "<http://rdf.freebase.com/ns/has space>", '"unterminated', "plain", "<>", '"1"^^<>'}
+    terms = sorted(terms)
+    parsed = ObjectTerms.parse(pa.array(terms, pa.string()), NAMESPACE, freebase_id, short_datatype)
+    columns = [c.to_pylist() for c in (parsed.node_id, parsed.value, parsed.lang, parsed.datatype)]
+    assert len(terms) > 1000 and len(parsed.bad) > 10
+    for position, term in enumerate(terms):
+        expected = _parse_other(term, freebase_id, short_datatype)
+        if isinstance(expected, Exception):
+            assert parsed.bad.get(position) == str(expected), term
+        else:
+            assert position not in parsed.bad, term
+            assert (*(c[position] for c in columns), bool(parsed.literal[position])) == expected, term

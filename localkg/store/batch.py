@@ -108,18 +108,30 @@ class FactBatch:
 
     def columns(self) -> "ColumnBatch":
         """This batch as columns with key hashes; every fact's ends become nodes."""
-        nodes = dict(self.nodes)
-        for node_id in (*self.heads, *self.tails):
-            if node_id not in nodes:
-                nodes[node_id] = _BARE
-        return ColumnBatch(
-            facts=pa.table([self.heads, self.tails, self.relations], schema=FACT_SCHEMA),
-            fact_hashes=hash_keys(h + SEP + r + SEP + t for h, r, t in zip(self.heads, self.relations, self.tails)),
-            nodes=_node_table(list(nodes), list(nodes.values())),
-            node_hashes=hash_keys(nodes),
-            **_name_columns(nodes),
-            relation_info=dict(self.relation_info),
-        )
+        return column_batch(*(pa.array(ids, pa.string()) for ids in (self.heads, self.relations, self.tails)),
+                            self.nodes, self.relation_info)
+
+
+def column_batch(heads: pa.Array, relations: pa.Array, tails: pa.Array, nodes: dict[str, NodeAttributes],
+                 relation_info: dict[str, tuple[str, str]], node_rows: pa.Table | None = None) -> "ColumnBatch":
+    """Facts given as columns and node descriptions as a :class:`ColumnBatch`: every fact's ends
+    become nodes, bare ones after the described ones in order of first mention. ``node_rows``
+    describes more nodes, already as rows (ids not among ``nodes``)."""
+    node_table = _node_table(list(nodes), list(nodes.values()))
+    if node_rows is not None:
+        node_table = pa.concat_tables([node_table, node_rows])
+    ends = pc.unique(pa.concat_arrays([heads, tails]))
+    bare = ends.filter(pc.invert(pc.is_in(ends, value_set=node_table.column("id"))))
+    if len(bare):
+        node_table = pa.concat_tables([node_table, _bare_node_table(bare)])
+    return ColumnBatch(
+        facts=pa.table([heads, tails, relations], schema=FACT_SCHEMA),
+        fact_hashes=hash_keys(pc.binary_join_element_wise(heads, relations, tails, SEP).to_pylist()),
+        nodes=node_table,
+        node_hashes=hash_keys(node_table.column("id").to_pylist()),
+        **_name_columns(nodes),
+        relation_info=dict(relation_info),
+    )
 
 
 @dataclass
@@ -199,6 +211,34 @@ def _node_table(ids: list[str], records: Sequence[NodeAttributes]) -> pa.Table:
     columns["explicit"] = [r.explicit for r in records]
     columns["described"] = [r.described for r in records]
     return pa.table(columns, schema=NODE_SCHEMA)
+
+
+def literal_node_table(ids: pa.Array, values: pa.Array, datatypes: pa.Array, langs: pa.Array) -> pa.Table:
+    """Rows for literal nodes (what ``_node_table`` makes of :meth:`FactBatch.add_literal`'s records)."""
+    return _constant_node_table(ids, {"name": values, "kind": LITERAL, "value": values, "datatype": datatypes,
+                                      "lang": langs, "described": True})
+
+
+def _bare_node_table(ids: pa.Array) -> pa.Table:
+    """Rows for nodes a batch only mentions (what ``_node_table`` makes of :data:`_BARE`)."""
+    return _constant_node_table(ids, {"described": False})
+
+
+def _constant_node_table(ids: pa.Array, columns: dict[str, Any]) -> pa.Table:
+    """Node rows with the given columns (arrays, or one value for every row); the others as in a
+    :class:`NodeAttributes` left at its defaults."""
+    count = len(ids)
+    table: dict[str, Any] = {"id": ids}
+    for column in NODE_SCHEMA.names[1:]:
+        given = columns.get(column, getattr(_BARE, column))
+        kind = NODE_SCHEMA.field(column).type
+        if isinstance(given, (pa.Array, pa.ChunkedArray)):
+            table[column] = given
+        elif isinstance(given, list):
+            table[column] = pa.array([given] * count, kind)
+        else:
+            table[column] = pa.repeat(pa.scalar(given, kind), count)
+    return pa.table(table, schema=NODE_SCHEMA)
 
 
 def _name_columns(nodes: dict[str, NodeAttributes]) -> dict[str, Any]:
