@@ -42,7 +42,6 @@ treat as mediators to hop through.
 from __future__ import annotations
 
 import fnmatch
-from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -52,12 +51,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from localkg.loaders.attributes import ROLES, attribute_nodes
 from localkg.loaders.ntriples import BadLine, iri
 from localkg.loaders.object_terms import ObjectTerms, literal_nodes
-from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank
+from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat
 from localkg.loaders.rows import split_rows
 from localkg.store.model import CVT
-from localkg.store.batch import FactBatch, NodeAttributes, column_batch
+from localkg.store.batch import FactBatch, column_batch
 
 NAMESPACE = "http://rdf.freebase.com/ns/"
 PREFIXES = (
@@ -67,12 +67,8 @@ PREFIXES = (
     ("http://www.w3.org/2001/XMLSchema#", "xsd:"),
     ("http://rdf.freebase.com/key/", "key:"),
 )
-NAME = "type.object.name"
-ALIAS = "common.topic.alias"
-DESCRIPTION = "common.topic.description"
-TYPE = "type.object.type"
-MACHINE_ID_PREFIXES = ("m.", "g.")
 DEFAULT_FILTER = Path(__file__).with_name("data") / "freebase_filter.txt"
+_FACT, _FILTERED, _BAD = len(ROLES), len(ROLES) + 1, len(ROLES) + 2  # predicate kinds after the attribute roles
 CVT_UPDATE_BATCH = 500_000
 
 
@@ -141,37 +137,12 @@ class PredicateFilter:
 
 
 @dataclass
-class _Attributes:
-    """What one chunk says about one subject; names and descriptions ranked by language."""
-
-    name: str = ""
-    name_rank: int = 1 << 30
-    description: str = ""
-    description_rank: int = 1 << 30
-    aliases: list[str] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)
-
-    def offer_name(self, value: str, rank: int) -> None:
-        if rank < self.name_rank:
-            if self.name:
-                self.aliases.append(self.name)
-            self.name, self.name_rank = value, rank
-        elif value != self.name:
-            self.aliases.append(value)
-
-    def offer_description(self, value: str, rank: int) -> None:
-        if rank < self.description_rank:
-            self.description, self.description_rank = value, rank
-
-
-@dataclass
 class FreebaseFormat(DumpFormat):
     """How to read Freebase RDF lines (runs in worker processes; must stay picklable)."""
 
     langs: tuple[str, ...] = ("en",)
     filter: PredicateFilter = field(default_factory=PredicateFilter.read)
     name: str = "freebase"
-    _lang_ranks: dict[str, int | None] = field(default_factory=dict, repr=False, compare=False)
 
     def options(self) -> dict[str, Any]:
         return {"format": "freebase", "langs": list(self.langs), "filter": list(self.filter.patterns)}
@@ -202,16 +173,15 @@ class FreebaseFormat(DumpFormat):
         result = ChunkResult(FactBatch())
         rows = split_rows(chunk, result)
         predicate_codes, predicate_terms = _encode(rows.predicates)
-        predicates = [self._predicate(term) for term in predicate_terms]  # (id, role) or (reason, "?")
-        role_of_row = np.array([role for _, role in predicates], dtype=object)[predicate_codes] \
-            if predicates else np.zeros(0, dtype=object)
-        for code, count in enumerate(np.bincount(predicate_codes, minlength=len(predicates)).tolist()):
-            predicate, role = predicates[code]
-            if count and role[:1] == "!":
-                result.filtered[role[1:]] += count
-        kept = np.flatnonzero(np.array([role[:1] not in ("!", "?") for role in role_of_row], dtype=bool))
-        for row in np.flatnonzero(role_of_row == "?").tolist():
+        predicates = [self._predicate(term) for term in predicate_terms]
+        kinds = np.array([kind for _, kind in predicates], dtype=np.int64)[predicate_codes]
+        for (pattern, kind), count in zip(predicates, np.bincount(predicate_codes, minlength=len(predicates)).tolist()):
+            if kind == _FILTERED and count:
+                result.filtered[pattern] += count
+        for row in np.flatnonzero(kinds == _BAD).tolist():
             result.reject(int(rows.numbers[row]), predicates[predicate_codes[row]][0], rows.line(row))
+        kept = np.flatnonzero(kinds < _FILTERED)
+        kinds, predicate_codes = kinds[kept], predicate_codes[kept]
         subject_codes, subject_terms = _encode(rows.subjects.take(kept))
         subjects = [_parsed(lambda term: freebase_id(iri(term)), term) for term in subject_terms]
         object_codes, object_terms = _encode(rows.objects.take(kept))
@@ -225,79 +195,34 @@ class FreebaseFormat(DumpFormat):
             row = int(kept[position])
             result.reject(int(rows.numbers[row]), str(reason), rows.line(row))
         good = ~(bad_subject | bad_object)
-        roles = role_of_row[kept]
-        facts = np.flatnonzero(good & (roles == ""))
         subject_ids = pa.array([s if type(s) is str else "" for s in subjects], pa.string())
+        facts = np.flatnonzero(good & (kinds == _FACT))
         heads = subject_ids.take(subject_codes[facts])
-        relations = pa.array([predicate for predicate, _ in predicates], pa.string()).take(predicate_codes[kept][facts])
+        relations = pa.array([predicate for predicate, _ in predicates], pa.string()).take(predicate_codes[facts])
         tails = objects.node_id.take(object_codes[facts])
-        attributes: dict[str, _Attributes] = defaultdict(_Attributes)
-        schema_names: dict[str, tuple[str, int]] = {}
-        chosen = np.flatnonzero(good & (roles != ""))
-        codes = object_codes[chosen]
-        for role, subject, value, lang, literal in zip(
-                roles[chosen].tolist(), subject_ids.take(subject_codes[chosen]).to_pylist(),
-                objects.value.take(codes).to_pylist(), objects.lang.take(codes).to_pylist(),
-                objects.literal[codes].tolist()):
-            self._attribute(role, subject, value, lang if literal else None, attributes, schema_names, result)
-        nodes = {subject: NodeAttributes(name=a.name, aliases=a.aliases, description=a.description, types=a.types,
-                                         explicit=True) for subject, a in attributes.items()}
-        result.batch = column_batch(heads, relations, tails, nodes, {},
-                                    literal_nodes(objects, object_codes[facts]))
+        attributes = np.flatnonzero(good & (kinds < _FACT))
+        codes = object_codes[attributes]
+        described, schema_names = attribute_nodes(
+            subject_ids.take(subject_codes[attributes]), kinds[attributes], objects.value.take(codes),
+            objects.lang.take(codes), objects.literal[codes], self.langs, result)
+        result.batch = column_batch(heads, relations, tails, {}, {},
+                                    pa.concat_tables([described, literal_nodes(objects, object_codes[facts])]))
         result.rejects.sort(key=lambda reject: reject[0])
         result.state = {"schema_names": schema_names}
         return result
 
-    def _predicate(self, term: str) -> tuple[str, str]:
-        """A distinct predicate term as (id, role): role "" for a fact, an attribute's predicate,
-        "!pattern" for a filtered one, or "?" with the reason in place of the id for a bad term."""
+    def _predicate(self, term: str) -> tuple[str, int]:
+        """A distinct predicate term as (text, kind): kind an index of :data:`ROLES` (an attribute)
+        or ``_FACT`` with the predicate's id, ``_FILTERED`` with the filter pattern that drops it,
+        or ``_BAD`` with the reason the term is damaged."""
         try:
             predicate = freebase_id(iri(term))
         except BadLine as error:
-            return str(error), "?"
-        return predicate, self._role(predicate) or ""
-
-    def _role(self, predicate: str) -> str | None:
-        if predicate in (NAME, ALIAS, DESCRIPTION, TYPE):
-            return predicate
+            return str(error), _BAD
+        if predicate in ROLES:
+            return predicate, ROLES.index(predicate)
         pattern = self.filter.match(predicate)
-        return None if pattern is None else "!" + pattern
-
-    def _attribute(self, role: str, subject: str, value: str, lang: str | None, subjects: dict[str, _Attributes],
-                   schema_names: dict[str, tuple[str, int]], result: ChunkResult) -> None:
-        """One attribute line: ``value`` is an entity id (``lang`` None) or a literal's value."""
-        is_entity = subject.startswith(MACHINE_ID_PREFIXES)
-        if role == TYPE:
-            if not is_entity:
-                result.filtered["schema object attribute"] += 1
-                return
-            subjects[subject].types.append(value)
-            result.attributes += 1
-            return
-        if lang is None:
-            result.filtered[f"{role} that is not a literal"] += 1
-            return
-        rank = self._lang_ranks.get(lang, -1)
-        if rank == -1:
-            rank = self._lang_ranks[lang] = lang_rank(self.langs, lang) if lang else len(self.langs) * 2
-        if rank is None:
-            result.filtered[f"{role} in another language"] += 1
-            return
-        result.attributes += 1
-        if not is_entity:
-            if role == NAME and rank < schema_names.get(subject, ("", 1 << 30))[1]:
-                schema_names[subject] = (value, rank)
-            elif role != NAME:
-                result.attributes -= 1
-                result.filtered["schema object attribute"] += 1
-            return
-        attributes = subjects[subject]
-        if role == NAME:
-            attributes.offer_name(value, rank)
-        elif role == ALIAS:
-            attributes.aliases.append(value)
-        else:
-            attributes.offer_description(value, rank)
+        return (predicate, _FACT) if pattern is None else (pattern, _FILTERED)
 
     # ---------------------------------------------------------------- main process
     def absorb(self, result: ChunkResult, state: dict[str, Any]) -> bool:

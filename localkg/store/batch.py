@@ -129,7 +129,7 @@ def column_batch(heads: pa.Array, relations: pa.Array, tails: pa.Array, nodes: d
         fact_hashes=hash_keys(pc.binary_join_element_wise(heads, relations, tails, SEP).to_pylist()),
         nodes=node_table,
         node_hashes=hash_keys(node_table.column("id").to_pylist()),
-        **_name_columns(nodes),
+        **_name_columns(node_table),
         relation_info=dict(relation_info),
     )
 
@@ -219,6 +219,13 @@ def literal_node_table(ids: pa.Array, values: pa.Array, datatypes: pa.Array, lan
                                       "lang": langs, "described": True})
 
 
+def entity_node_table(ids: pa.Array, names: pa.Array, aliases: pa.Array, descriptions: pa.Array,
+                      types: pa.Array) -> pa.Table:
+    """Rows for described entities (what ``_node_table`` makes of explicit :class:`NodeAttributes`)."""
+    return _constant_node_table(ids, {"name": names, "aliases": aliases, "description": descriptions, "types": types,
+                                      "explicit": True, "described": True})
+
+
 def _bare_node_table(ids: pa.Array) -> pa.Table:
     """Rows for nodes a batch only mentions (what ``_node_table`` makes of :data:`_BARE`)."""
     return _constant_node_table(ids, {"described": False})
@@ -241,15 +248,16 @@ def _constant_node_table(ids: pa.Array, columns: dict[str, Any]) -> pa.Table:
     return pa.table(table, schema=NODE_SCHEMA)
 
 
-def _name_columns(nodes: dict[str, NodeAttributes]) -> dict[str, Any]:
+def _name_columns(nodes: pa.Table) -> dict[str, Any]:
     """The (label, entity) links of the entities' names and aliases, a name before an alias."""
+    named = pc.and_(pc.equal(nodes.column("kind"), ENTITY),
+                    pc.or_(pc.not_equal(nodes.column("name"), ""), pc.greater(pc.list_value_length(nodes.column("aliases")), 0)))
+    named = nodes.filter(named)
     links: dict[tuple[str, str], str] = {}
-    for node_id, attributes in nodes.items():
-        if attributes.kind != ENTITY:
-            continue
-        if attributes.name:
-            links.setdefault((schema.normalise_label(attributes.name), node_id), "name")
-        for alias in attributes.aliases:
+    for node_id, name, aliases in zip(*(named.column(c).to_pylist() for c in ("id", "name", "aliases"))):
+        if name:
+            links.setdefault((schema.normalise_label(name), node_id), "name")
+        for alias in aliases or ():
             links.setdefault((schema.normalise_label(alias), node_id), "alias")
     links = {link: how for link, how in links.items() if link[0]}
     labels = [label for label, _ in links]
@@ -296,6 +304,6 @@ def _record(row: dict[str, Any]) -> NodeAttributes:
     return NodeAttributes(**{k: v for k, v in row.items() if k not in ("id", "described")})
 
 
-def list_lengths(column: pa.ChunkedArray) -> np.ndarray:
+def list_lengths(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Lengths of a list column's values (0 for empty or null)."""
     return pc.fill_null(pc.list_value_length(column), 0).to_numpy()
