@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from localkg.loaders.parallel import ChunkResult, lang_rank
-from localkg.store.batch import entity_node_table
+from localkg.store.batch import entity_node_table, lists_by_group
 
 NAME = "type.object.name"
 ALIAS = "common.topic.alias"
@@ -99,9 +99,9 @@ def _entity_rows(subjects: pa.Array, roles: np.ndarray, values: pa.Array, rank: 
     return entity_node_table(
         ids,
         names=_strings(values, names),
-        aliases=_lists(len(ids), group, value_code, values, alias),
+        aliases=_lists(len(ids), group, values, alias),
         descriptions=_strings(values, descriptions),
-        types=_lists(len(ids), group, value_code, values, role == ROLES.index(TYPE)))
+        types=_lists(len(ids), group, values, role == ROLES.index(TYPE)))
 
 
 def _best(groups: int, group: np.ndarray, mask: np.ndarray, rank: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -120,11 +120,7 @@ def _strings(values: pa.Array, rows: np.ndarray) -> pa.Array:
     return pc.fill_null(values.take(pa.array(rows, mask=rows < 0)), "")
 
 
-def _lists(groups: int, group: np.ndarray, value_code: np.ndarray, values: pa.Array, mask: np.ndarray) -> pa.Array:
+def _lists(groups: int, group: np.ndarray, values: pa.Array, mask: np.ndarray) -> pa.Array:
     """Per group, the values of its ``mask`` lines in line order, each once."""
     rows = np.flatnonzero(mask)
-    _, first = np.unique(group[rows] * (int(value_code.max(initial=0)) + 1) + value_code[rows], return_index=True)
-    rows = rows[np.sort(first)]
-    rows = rows[np.argsort(group[rows], kind="stable")]
-    offsets = np.r_[0, np.cumsum(np.bincount(group[rows], minlength=groups))].astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), values.take(rows))
+    return lists_by_group(group[rows], values.take(rows), groups)

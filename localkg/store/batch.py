@@ -304,6 +304,45 @@ def _record(row: dict[str, Any]) -> NodeAttributes:
     return NodeAttributes(**{k: v for k, v in row.items() if k not in ("id", "described")})
 
 
+def merge_rows_by_id(rows: pa.Table, scalars: Sequence[str], lists: Sequence[str]) -> pa.Table:
+    """One row per ``id`` of ``rows``, first seen first: each of ``scalars`` (string columns) its
+    last non-empty value over the id's rows in order ("" if none), each of ``lists`` the values of
+    its rows' lists in order, each once. This is :meth:`NodeAttributes.merge` of many rows at once.
+
+    >>> rows = pa.table({"id": ["a", "b", "a", "a"], "name": ["A", "", "Z", ""],
+    ...                  "types": [["t"], None, ["u", "t"], ["v"]]})
+    >>> merge_rows_by_id(rows, ["name"], ["types"]).to_pylist()
+    [{'id': 'a', 'name': 'Z', 'types': ['t', 'u', 'v']}, {'id': 'b', 'name': '', 'types': []}]
+    """
+    encoded = pc.dictionary_encode(rows.column("id").combine_chunks())
+    group = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    groups = len(encoded.dictionary)
+    merged: dict[str, pa.Array] = {"id": encoded.dictionary}
+    for name in scalars:
+        values = rows.column(name).combine_chunks()
+        present = np.flatnonzero(pc.fill_null(pc.not_equal(values, ""), False).to_numpy(zero_copy_only=False))
+        backwards = present[::-1]
+        found, first = np.unique(group[backwards], return_index=True)
+        last = np.full(groups, -1, dtype=np.int64)
+        last[found] = backwards[first]
+        merged[name] = pc.fill_null(values.take(pa.array(last, mask=last < 0)), "")
+    for name in lists:
+        values = rows.column(name).combine_chunks()
+        parents = pc.list_parent_indices(values).to_numpy(zero_copy_only=False)
+        merged[name] = lists_by_group(group[parents], pc.list_flatten(values), groups)
+    return pa.table(merged)
+
+
+def lists_by_group(group: np.ndarray, values: pa.Array, groups: int) -> pa.ListArray:
+    """For each of ``groups`` groups, the ``values`` whose ``group`` it is, in order, each once."""
+    codes = pc.dictionary_encode(values).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    _, first = np.unique(group * (int(codes.max(initial=0)) + 1) + codes, return_index=True)
+    rows = np.sort(first)
+    rows = rows[np.argsort(group[rows], kind="stable")]
+    offsets = np.r_[0, np.cumsum(np.bincount(group[rows], minlength=groups))].astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), values.take(rows))
+
+
 def list_lengths(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Lengths of a list column's values (0 for empty or null)."""
     return pc.fill_null(pc.list_value_length(column), 0).to_numpy()

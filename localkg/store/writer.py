@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 
 from localkg.errors import LoadError
 from localkg.store import schema
-from localkg.store.batch import SEP, ColumnBatch, FactBatch, list_lengths
+from localkg.store.batch import SEP, ColumnBatch, FactBatch, list_lengths, merge_rows_by_id
 from localkg.store.keyset import KeySet, hash_keys, write_atomically
 from localkg.store.labels import relation_label
 from localkg.store.model import IN, OUT
@@ -67,6 +67,7 @@ KEYSETS = ("nodes", "facts", "labels", "names")
 POOL_BYTES_PER_FLUSHED_ROW = 256
 COPIED_AS_STAGED = ("Label", "Names", "Fact", "HasRel")
 _FLUSH_MARKER = "flushing.json"
+_MERGED_SCALARS = ("name", "kind", "description")  # what a node update may change besides its lists
 _UPDATE_BATCH = 5_000
 _REBUILD_RANGE = 200_000
 
@@ -350,38 +351,34 @@ class GraphWriter:
         updates = _read_staged(batches, "NodeUpdate")
         lists = _read_staged(batches, "NodeLists")
         staged_ids = nodes.column("id") if nodes is not None else pa.array([], pa.string())
-        merged: dict[str, dict] = {}
-        if updates is not None or lists is not None:
-            changed = pa.concat_arrays([t.column("id").combine_chunks() for t in (updates, lists) if t is not None])
-            affected = pc.is_in(staged_ids, value_set=changed)
+        changes = [table for table in (updates, lists) if table is not None]
+        if changes:
+            changed = pa.concat_tables(changes, promote_options="default")
+            affected = pc.is_in(staged_ids, value_set=changed.column("id"))
             if pc.any(affected).as_py():
-                merged = {row["id"]: row for row in nodes.filter(affected).to_pylist()}
-                nodes = nodes.filter(pc.invert(affected))
-            stored: dict[str, dict] = {}
-            for row in updates.to_pylist() if updates is not None else ():
-                target = merged.get(row["id"]) or stored.setdefault(
-                    row["id"], {"id": row["id"], "name": "", "kind": row["kind"], "description": ""})
-                target["name"] = row["name"] or target["name"]
-                target["kind"] = row["kind"]
-                target["description"] = row["description"] or target["description"]
-            if stored:
-                path = self._stage("NodeUpdate", pa.Table.from_pylist(list(stored.values())))
-                # Staged rows read with LOAD FROM are matched by primary key; `UNWIND $rows ... MATCH`
-                # scanned the table once per row (38 s for 5,000 rows against 200k nodes).
-                self.kg.execute(
-                    f"LOAD FROM '{path}' MATCH (n:Node {{id: id}}) SET "
-                    "n.name = CASE WHEN name = '' THEN n.name ELSE name END, n.kind = kind, "
-                    "n.description = CASE WHEN description = '' THEN n.description ELSE description END")
-            stored_lists: dict[str, dict] = {}
-            for row in lists.to_pylist() if lists is not None else ():
-                target = merged.get(row["id"]) or stored_lists.setdefault(
-                    row["id"], {"id": row["id"], "aliases": [], "types": []})
-                for name in ("aliases", "types"):
-                    target[name] = list(dict.fromkeys((target[name] or []) + (row[name] or [])))
-            if stored_lists:
-                self._save_pending_lists(pa.Table.from_pylist(list(stored_lists.values()), schema=lists.schema))
-        if merged:
-            nodes = pa.concat_tables([nodes, pa.Table.from_pylist(list(merged.values()), schema=nodes.schema)])
+                base = nodes.filter(affected)
+                to_staged = changed.filter(pc.is_in(changed.column("id"), value_set=staged_ids))
+                merged = merge_rows_by_id(pa.concat_tables([base, to_staged], promote_options="default"),
+                                          _MERGED_SCALARS, ("aliases", "types"))
+                for name in merged.column_names[1:]:  # base has one row per id, in the merged order
+                    base = base.set_column(base.schema.get_field_index(name), name,
+                                           merged.column(name).cast(base.schema.field(name).type))
+                nodes = pa.concat_tables([nodes.filter(pc.invert(affected)), base])
+            if updates is not None:
+                stored = updates.filter(pc.invert(pc.is_in(updates.column("id"), value_set=staged_ids)))
+                if stored.num_rows:
+                    path = self._stage("NodeUpdate", merge_rows_by_id(stored, ("name", "kind", "description"), ()))
+                    # Staged rows read with LOAD FROM are matched by primary key; `UNWIND $rows ... MATCH`
+                    # scanned the table once per row (38 s for 5,000 rows against 200k nodes).
+                    self.kg.execute(
+                        f"LOAD FROM '{path}' MATCH (n:Node {{id: id}}) SET "
+                        "n.name = CASE WHEN name = '' THEN n.name ELSE name END, n.kind = kind, "
+                        "n.description = CASE WHEN description = '' THEN n.description ELSE description END")
+            if lists is not None:
+                stored = lists.filter(pc.invert(pc.is_in(lists.column("id"), value_set=staged_ids)))
+                if stored.num_rows:
+                    merged = merge_rows_by_id(stored, (), ("aliases", "types"))
+                    self._save_pending_lists(merged.cast(lists.schema))
         if nodes is not None and nodes.num_rows:
             self.kg.execute(f"COPY Node FROM '{self._stage('Node', nodes)}'")
 
@@ -389,7 +386,7 @@ class GraphWriter:
         """Write rows to a transient staging Parquet file; return its path, quoted-safe for a Cypher literal."""
         self.staging.mkdir(parents=True, exist_ok=True)
         path = self.staging / f"{name}.parquet"
-        pq.write_table(table if isinstance(table, pa.Table) else pa.table(table), path)
+        _write_parquet(table if isinstance(table, pa.Table) else pa.table(table), path)
         return _quote_path(path)
 
     def _write_relations(self, batch: ColumnBatch) -> None:
@@ -420,16 +417,16 @@ class GraphWriter:
         known = self.keys["nodes"].contains(hashes)
         fresh = nodes.filter(pa.array(~known))
         if fresh.num_rows:
-            pq.write_table(fresh.drop_columns(["explicit", "described"]).append_column(
+            _write_parquet(fresh.drop_columns(["explicit", "described"]).append_column(
                 "hub", pa.array(np.zeros(fresh.num_rows, dtype=bool))), target / "Node.parquet")
             pending["nodes"] = hashes[~known]
         explicit = nodes.column("explicit").to_numpy(zero_copy_only=False)
         updated = nodes.filter(pa.array(known & explicit))
         if updated.num_rows:
-            pq.write_table(updated.select(["id", "name", "kind", "description"]), target / "NodeUpdate.parquet")
+            _write_parquet(updated.select(["id", "name", "kind", "description"]), target / "NodeUpdate.parquet")
             with_lists = (list_lengths(updated.column("aliases")) + list_lengths(updated.column("types"))) > 0
             if with_lists.any():
-                pq.write_table(updated.filter(pa.array(with_lists)).select(["id", "aliases", "types"]),
+                _write_parquet(updated.filter(pa.array(with_lists)).select(["id", "aliases", "types"]),
                                target / "NodeLists.parquet")
         return fresh.num_rows, updated.num_rows
 
@@ -440,7 +437,7 @@ class GraphWriter:
         numbers = [int(path.stem) for path in self.pending.glob("*.parquet") if path.stem.isdigit()]
         target = self.pending / f"{max(numbers, default=-1) + 1:08d}.parquet"
         tmp = target.with_suffix(".part")
-        pq.write_table(rows, tmp)
+        _write_parquet(rows, tmp)
         tmp.replace(target)
 
     def _stage_labels(self, batch: ColumnBatch, pending: dict[str, np.ndarray], target: Path) -> tuple[int, int]:
@@ -456,9 +453,9 @@ class GraphWriter:
         new_labels = new_labels[~self.keys["labels"].contains(label_hashes[new_labels])]
         links = batch.names.take(first)
         if len(new_labels):
-            pq.write_table(links.select(["from"]).take(new_labels).rename_columns(["id"]), target / "Label.parquet")
+            _write_parquet(links.select(["from"]).take(new_labels).rename_columns(["id"]), target / "Label.parquet")
             pending["labels"] = label_hashes[new_labels]
-        pq.write_table(links, target / "Names.parquet")
+        _write_parquet(links, target / "Names.parquet")
         pending["names"] = batch.name_hashes[first]
         return len(new_labels), links.num_rows
 
@@ -468,7 +465,7 @@ class GraphWriter:
         fresh = first[~self.keys["facts"].contains(batch.fact_hashes[first])]
         facts = batch.facts.take(fresh)
         if facts.num_rows:
-            pq.write_table(facts, target / "Fact.parquet")
+            _write_parquet(facts, target / "Fact.parquet")
             pending["facts"] = batch.fact_hashes[fresh]
         return facts.num_rows, len(batch) - facts.num_rows, facts
 
@@ -486,9 +483,9 @@ class GraphWriter:
             per_end.append(pa.table({"from": counted.column(end), "to": counted.column("rel"),
                                      "dir": pa.array(np.full(counted.num_rows, direction)),
                                      "n": counted.column("count_all")}))
-        pq.write_table(pa.concat_tables(per_end), target / "HasRel.parquet")
+        _write_parquet(pa.concat_tables(per_end), target / "HasRel.parquet")
         per_relation = facts.group_by("rel", use_threads=False).aggregate([([], "count_all")])
-        pq.write_table(pa.table({"id": per_relation.column("rel"), "n": per_relation.column("count_all")}),
+        _write_parquet(pa.table({"id": per_relation.column("rel"), "n": per_relation.column("count_all")}),
                        target / "RelationCount.parquet")
 
 
@@ -502,6 +499,12 @@ def flush_rows_for_pool(buffer_pool_bytes: int) -> int:
     4194304
     """
     return max(1, buffer_pool_bytes // POOL_BYTES_PER_FLUSHED_ROW)
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    """Stage rows; without dictionary encoding, which costs a third of the write and saves little
+    here (ids and names are mostly distinct)."""
+    pq.write_table(table, path, use_dictionary=False)
 
 
 def _read_staged(batches: list[Path], name: str) -> pa.Table | None:
