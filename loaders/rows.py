@@ -59,12 +59,10 @@ def split_rows(chunk: Chunk, result: ChunkResult) -> TermRows:
     ``result`` and rejects those that do not split (blank, truncated, invalid UTF-8 …)."""
     if b"\r" not in chunk.data and _is_utf8(chunk.data):
         return _split_by_reader(chunk, result)
-    numbers: list[int] = []
-    terms: list[tuple[str, str, str]] = []
-    texts: dict[int, str] = {}
+    split = _SplitOneByOne(result)
     for number, line in split_lines(chunk, result):
-        _add_split(number, line, numbers, terms, texts, result)
-    return _rows(numbers, terms, texts)
+        split.add(number, line)
+    return split.rows()
 
 
 def _is_utf8(data: bytes) -> bool:
@@ -100,47 +98,45 @@ def _split_by_reader(chunk: Chunk, result: ChunkResult) -> TermRows:
     columns = [table.column(name).combine_chunks() for name in _FIELDS[:3]]
     if terminated.all() and not uneven:
         return TermRows(numbers, *columns)
-    odd_numbers: list[int] = []
-    odd_terms: list[tuple[str, str, str]] = []
-    odd_texts: dict[int, str] = {}
+    odd = _SplitOneByOne(result)
     unterminated = np.flatnonzero(~terminated)
     if len(unterminated):
         breaks = np.r_[-1, np.flatnonzero(np.frombuffer(chunk.data, dtype=np.uint8) == ord("\n")), len(chunk.data)]
         for row in unterminated.tolist():
             index = int(numbers[row]) - chunk.first_line
-            line = chunk.data[breaks[index] + 1:breaks[index + 1]].decode("utf-8")
-            _add_line(int(numbers[row]), line, odd_numbers, odd_terms, odd_texts, result)
+            odd.add(int(numbers[row]), chunk.data[breaks[index] + 1:breaks[index + 1]].decode("utf-8"))
     for number, text in uneven:
-        _add_line(chunk.first_line + number - 1, text, odd_numbers, odd_terms, odd_texts, result)
+        odd.add(chunk.first_line + number - 1, text)
     keep = np.flatnonzero(terminated)
-    odd = _rows(odd_numbers, odd_terms, odd_texts)
-    merged_numbers = np.concatenate([numbers[keep], odd.numbers])
+    odd_rows = odd.rows()
+    merged_numbers = np.concatenate([numbers[keep], odd_rows.numbers])
     order = np.argsort(merged_numbers, kind="stable")
     merged = [pa.concat_arrays([column.take(keep), extra]).take(order)
-              for column, extra in zip(columns, (odd.subjects, odd.predicates, odd.objects))]
-    return TermRows(merged_numbers[order], *merged, texts=odd.texts)
+              for column, extra in zip(columns, (odd_rows.subjects, odd_rows.predicates, odd_rows.objects))]
+    return TermRows(merged_numbers[order], *merged, texts=odd_rows.texts)
 
 
-def _add_line(number: int, line: str, numbers: list[int], terms: list[tuple[str, str, str]],
-              texts: dict[int, str], result: ChunkResult) -> None:
-    """A line the reader set aside, as :func:`split_lines` would hand it on."""
-    if not line:
-        result.reject(number, "blank line", "")
-        return
-    _add_split(number, line, numbers, terms, texts, result)
+class _SplitOneByOne:
+    """Lines split by :func:`split_triple`, one at a time; damaged ones rejected into ``result``."""
 
+    def __init__(self, result: ChunkResult):
+        self.result = result
+        self.numbers: list[int] = []
+        self.terms: list[tuple[str, str, str]] = []
+        self.texts: dict[int, str] = {}
 
-def _add_split(number: int, line: str, numbers: list[int], terms: list[tuple[str, str, str]],
-               texts: dict[int, str], result: ChunkResult) -> None:
-    try:
-        terms.append(split_triple(line))
-    except BadLine as error:
-        result.reject(number, str(error), line)
-        return
-    numbers.append(number)
-    texts[number] = line
+    def add(self, number: int, line: str) -> None:
+        if not line:  # as split_lines rejects a blank line
+            self.result.reject(number, "blank line", "")
+            return
+        try:
+            self.terms.append(split_triple(line))
+        except BadLine as error:
+            self.result.reject(number, str(error), line)
+            return
+        self.numbers.append(number)
+        self.texts[number] = line
 
-
-def _rows(numbers: list[int], terms: list[tuple[str, str, str]], texts: dict[int, str]) -> TermRows:
-    columns = [pa.array([row[i] for row in terms], pa.string()) for i in range(3)]
-    return TermRows(np.array(numbers, dtype=np.int64), *columns, texts=texts)
+    def rows(self) -> TermRows:
+        columns = [pa.array([row[i] for row in self.terms], pa.string()) for i in range(3)]
+        return TermRows(np.array(self.numbers, dtype=np.int64), *columns, texts=self.texts)
