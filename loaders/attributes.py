@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from localkg.loaders.parallel import ChunkResult, lang_rank
-from localkg.store.batch import entity_node_table, lists_by_group
+from localkg.store.batch import distinct_codes, entity_node_table, lists_by_group
 
 NAME = "type.object.name"
 ALIAS = "common.topic.alias"
@@ -60,10 +60,9 @@ def attribute_nodes(subjects: pa.Array, roles: np.ndarray, values: pa.Array, lan
 
 def _ranks(langs: pa.Array, wanted: Sequence[str]) -> np.ndarray:
     """Each line's language rank (0 best; a literal without a tag after every wanted one; -1 not wanted)."""
-    encoded = pc.dictionary_encode(langs)
-    ranks = [(lang_rank(wanted, lang) if lang else len(wanted) * 2) for lang in encoded.dictionary.to_pylist()]
-    table = np.array([-1 if r is None else r for r in ranks], dtype=np.int64)
-    return table[encoded.indices.to_numpy(zero_copy_only=False)] if len(table) else np.zeros(0, dtype=np.int64)
+    codes, distinct = distinct_codes(langs)
+    ranks = [(lang_rank(wanted, lang) if lang else len(wanted) * 2) for lang in distinct.to_pylist()]
+    return np.array([-1 if r is None else r for r in ranks], dtype=np.int64)[codes]
 
 
 def _count(counter: dict, reason: str, mask: np.ndarray) -> None:
@@ -85,10 +84,9 @@ def _schema_names(subjects: pa.Array, values: pa.Array, rank: np.ndarray,
 def _entity_rows(subjects: pa.Array, roles: np.ndarray, values: pa.Array, rank: np.ndarray,
                  used: np.ndarray) -> pa.Table:
     rows = np.flatnonzero(used)
-    encoded = pc.dictionary_encode(subjects.take(rows))
-    ids, group = encoded.dictionary, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    group, ids = distinct_codes(subjects.take(rows))
     role, rank, values = roles[rows], rank[rows], values.take(rows)
-    value_code = pc.dictionary_encode(values).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    value_code, _ = distinct_codes(values)
     order = np.arange(len(rows))
     names = _best(len(ids), group, role == ROLES.index(NAME), rank, order)
     descriptions = _best(len(ids), group, role == ROLES.index(DESCRIPTION), rank, order)

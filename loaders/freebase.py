@@ -49,7 +49,6 @@ from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from localkg.loaders.attributes import ROLES, attribute_nodes
 from localkg.loaders.ntriples import BadLine, iri
@@ -57,7 +56,7 @@ from localkg.loaders.object_terms import ObjectTerms, literal_nodes
 from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat
 from localkg.loaders.rows import split_rows
 from localkg.store.model import CVT
-from localkg.store.batch import FactBatch, column_batch
+from localkg.store.batch import FactBatch, column_batch, distinct_codes
 
 NAMESPACE = "http://rdf.freebase.com/ns/"
 PREFIXES = (
@@ -172,8 +171,8 @@ class FreebaseFormat(DumpFormat):
         (see the module docstring)."""
         result = ChunkResult(FactBatch())
         rows = split_rows(chunk, result)
-        predicate_codes, predicate_terms = _encode(rows.predicates)
-        predicates = [self._predicate(term) for term in predicate_terms]
+        predicate_codes, predicate_terms = distinct_codes(rows.predicates)
+        predicates = [self._predicate(term) for term in predicate_terms.to_pylist()]
         kinds = np.array([kind for _, kind in predicates], dtype=np.int64)[predicate_codes]
         for (pattern, kind), count in zip(predicates, np.bincount(predicate_codes, minlength=len(predicates)).tolist()):
             if kind == _FILTERED and count:
@@ -182,10 +181,10 @@ class FreebaseFormat(DumpFormat):
             result.reject(int(rows.numbers[row]), predicates[predicate_codes[row]][0], rows.line(row))
         kept = np.flatnonzero(kinds < _FILTERED)
         kinds, predicate_codes = kinds[kept], predicate_codes[kept]
-        subject_codes, subject_terms = _encode(rows.subjects.take(kept))
-        subjects = [_parsed(lambda term: freebase_id(iri(term)), term) for term in subject_terms]
-        object_codes, object_terms = _encode(rows.objects.take(kept))
-        objects = ObjectTerms.parse(pa.array(object_terms, pa.string()), NAMESPACE, freebase_id, short_datatype)
+        subject_codes, subject_terms = distinct_codes(rows.subjects.take(kept))
+        subjects = [_parsed(lambda term: freebase_id(iri(term)), term) for term in subject_terms.to_pylist()]
+        object_codes, object_terms = distinct_codes(rows.objects.take(kept))
+        objects = ObjectTerms.parse(object_terms, NAMESPACE, freebase_id, short_datatype)
         bad_subject = np.array([type(s) is BadLine for s in subjects], dtype=bool)[subject_codes]
         bad_object = np.zeros(len(object_terms), dtype=bool)
         bad_object[list(objects.bad)] = True
@@ -265,12 +264,6 @@ def mark_cvt_nodes(kg: Any) -> int:
         marked += changed
         if changed < CVT_UPDATE_BATCH:
             return marked
-
-
-def _encode(column: pa.Array) -> tuple[np.ndarray, list[str]]:
-    """Each row's index among the column's distinct values, and those values (first seen first)."""
-    encoded = pc.dictionary_encode(column)
-    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist()
 
 
 def _parsed(parse: Any, term: str) -> Any:

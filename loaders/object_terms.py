@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from localkg.loaders.ntriples import BadLine, Literal, term_value
 from localkg.loaders.triples import literal_node_id
-from localkg.store.batch import literal_node_table
+from localkg.store.batch import distinct_codes, literal_node_table
 
 _PLAIN_IRI = r'^<[^<>" \\]*>$'
 _PLAIN_LITERAL = r'^"(?P<value>[^"\\]*)"(?P<suffix>(?:@[A-Za-z]+(?:-[A-Za-z0-9]+)*|\^\^<[^<>" \\]*>)?)$'
@@ -68,8 +68,8 @@ class ObjectTerms:
 
         literal_parts = parts.filter(pa.array(plain_literal))
         values = literal_parts.field("value")
-        suffix_codes, suffixes = _encode(literal_parts.field("suffix"))
-        described = [_suffix(suffix, datatype_name) for suffix in suffixes]
+        suffix_codes, suffixes = distinct_codes(literal_parts.field("suffix"))
+        described = [_suffix(suffix, datatype_name) for suffix in suffixes.to_pylist()]
         take = lambda column: pa.array([d[column] for d in described], pa.string()).take(suffix_codes)  # noqa: E731
         literal_part = _Part(pc.binary_join_element_wise('"', values, '"', take(0), ""), values, take(1), take(2))
 
@@ -98,7 +98,7 @@ def literal_nodes(objects: ObjectTerms, codes: np.ndarray) -> pa.Table:
     used = used[np.argsort(first)]
     used = used[objects.literal[used]]
     ids = objects.node_id.take(used)
-    _, first_of_id = np.unique(pc.dictionary_encode(ids).indices.to_numpy(), return_index=True)
+    _, first_of_id = np.unique(distinct_codes(ids)[0], return_index=True)
     used = used[np.sort(first_of_id)]
     return literal_node_table(objects.node_id.take(used), objects.value.take(used),
                               objects.datatype.take(used), objects.lang.take(used))
@@ -110,11 +110,6 @@ class _Part:
     value: pa.Array
     lang: pa.Array
     datatype: pa.Array
-
-
-def _encode(column: pa.Array) -> tuple[pa.Array, list[str]]:
-    encoded = pc.dictionary_encode(column)
-    return encoded.indices, encoded.dictionary.to_pylist()
 
 
 def _suffix(suffix: str, datatype_name: Callable[[str], str]) -> tuple[str, str, str]:

@@ -171,7 +171,7 @@ def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Itera
     """Yield ``(line_number, line)`` for the chunk's usable lines; count them; reject blank lines
     and (with ``decode``) invalid UTF-8. Lines come without their line break."""
     data = chunk.data
-    count = data.count(b"\n") + (not data.endswith(b"\n") and len(data) > 0)
+    count = count_lines(data)
     result.lines += count
     number = chunk.first_line
     raw_lines: list[bytes] = []
@@ -194,6 +194,15 @@ def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Itera
             result.reject(number + index, "blank line", "")
             continue
         yield number + index, line
+
+
+def count_lines(data: bytes) -> int:
+    """Lines in ``data``, the last one counted whether or not a line break ends it.
+
+    >>> count_lines(b"a\\nb\\n"), count_lines(b"a\\nb"), count_lines(b"")
+    (2, 2, 0)
+    """
+    return data.count(b"\n") + (len(data) > 0 and not data.endswith(b"\n"))
 
 
 def lang_rank(langs: Sequence[str], lang: str) -> int | None:
@@ -252,7 +261,7 @@ def iter_chunks(paths: Sequence[Path], start: Position, chunk_bytes: int,
                                 end = len(buffer)
                         data = bytes(buffer[:end])
                         del buffer[:end]
-                        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+                        lines = count_lines(data)
                         yield Chunk(index, number, line + 1, data, offset + end, line + lines,
                                     done_compressed + compressed_position(handle), end)
                         number, offset, line = number + 1, offset + end, line + lines
@@ -260,7 +269,7 @@ def iter_chunks(paths: Sequence[Path], start: Position, chunk_bytes: int,
                 end = buffer.rfind(b"\n") + 1
                 if end:
                     data = bytes(buffer[:end])
-                    lines = data.count(b"\n")
+                    lines = count_lines(data)
                     yield Chunk(index, number, line + 1, data, offset + end, line + lines,
                                 done_compressed + compressed_position(handle), end)
                     line += lines

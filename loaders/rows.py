@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as csv
 
 from localkg.loaders.ntriples import BadLine, split_triple
-from localkg.loaders.parallel import Chunk, ChunkResult, split_lines
+from localkg.loaders.parallel import Chunk, ChunkResult, count_lines, split_lines
 
 _FIELDS = ("subject", "predicate", "object", "end")
 
@@ -87,7 +87,7 @@ def _split_by_reader(chunk: Chunk, result: ChunkResult) -> TermRows:
                                        ignore_empty_lines=False, invalid_row_handler=set_aside),
         convert_options=csv.ConvertOptions(column_types={name: pa.string() for name in _FIELDS},
                                            strings_can_be_null=False, quoted_strings_can_be_null=False))
-    count = chunk.data.count(b"\n") + (not chunk.data.endswith(b"\n") and len(chunk.data) > 0)
+    count = count_lines(chunk.data)
     result.lines += count
     set_aside_numbers = np.array([number - 1 for number, _ in uneven], dtype=np.int64)
     numbers = np.setdiff1d(np.arange(count, dtype=np.int64), set_aside_numbers, assume_unique=True)

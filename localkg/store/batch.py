@@ -304,6 +304,19 @@ def _record(row: dict[str, Any]) -> NodeAttributes:
     return NodeAttributes(**{k: v for k, v in row.items() if k not in ("id", "described")})
 
 
+def distinct_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Each value's index among the column's distinct values, and those values, first seen first.
+
+    >>> codes, values = distinct_codes(pa.array(["b", "a", "b"]))
+    >>> codes.tolist(), values.to_pylist()
+    ([0, 1, 0], ['b', 'a'])
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
+
+
 def merge_rows_by_id(rows: pa.Table, scalars: Sequence[str], lists: Sequence[str]) -> pa.Table:
     """One row per ``id`` of ``rows``, first seen first: each of ``scalars`` (string columns) its
     last non-empty value over the id's rows in order ("" if none), each of ``lists`` the values of
@@ -314,10 +327,9 @@ def merge_rows_by_id(rows: pa.Table, scalars: Sequence[str], lists: Sequence[str
     >>> merge_rows_by_id(rows, ["name"], ["types"]).to_pylist()
     [{'id': 'a', 'name': 'Z', 'types': ['t', 'u', 'v']}, {'id': 'b', 'name': '', 'types': []}]
     """
-    encoded = pc.dictionary_encode(rows.column("id").combine_chunks())
-    group = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    groups = len(encoded.dictionary)
-    merged: dict[str, pa.Array] = {"id": encoded.dictionary}
+    group, ids = distinct_codes(rows.column("id"))
+    groups = len(ids)
+    merged: dict[str, pa.Array] = {"id": ids}
     for name in scalars:
         values = rows.column(name).combine_chunks()
         present = np.flatnonzero(pc.fill_null(pc.not_equal(values, ""), False).to_numpy(zero_copy_only=False))
@@ -335,7 +347,7 @@ def merge_rows_by_id(rows: pa.Table, scalars: Sequence[str], lists: Sequence[str
 
 def lists_by_group(group: np.ndarray, values: pa.Array, groups: int) -> pa.ListArray:
     """For each of ``groups`` groups, the ``values`` whose ``group`` it is, in order, each once."""
-    codes = pc.dictionary_encode(values).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    codes, _ = distinct_codes(values)
     _, first = np.unique(group * (int(codes.max(initial=0)) + 1) + codes, return_index=True)
     rows = np.sort(first)
     rows = rows[np.argsort(group[rows], kind="stable")]
