@@ -78,14 +78,32 @@ def test_answers_list_every_end_of_the_winning_relation_chain(movies, scorer):
     assert all(str(path).startswith("Ginger Rogers —starred_actors⁻¹→") for path in result.evidence)
 
 
-def test_the_model_choice_decides_among_the_chain_ends(movies, scorer):
+def test_the_model_chooses_among_relation_chains_each_shown_once(movies, scorer):
+    shown: list[list[str]] = []
+
     def script(step, prompt, options):
         if step == "answer":
-            return [1.0 if "Fred Astaire" in option else 0.0 for option in options]
+            shown.append(options)
+            return [1.0 if "directed_by" in option else 0.0 for option in options]
         return True
 
-    result = tog(movies, scorer, script).answer("who starred in Top Hat", ["Top Hat"])
-    assert result.answers[0].id == "Fred Astaire"
+    result = tog(movies, scorer, script, depth=1).answer("who starred in Top Hat", ["Top Hat"])
+    relations = [option.split("—")[1] for option in shown[0]]
+    assert len(relations) == len(set(relations)) >= 2, shown
+    assert result.answers[0].id == "Mark Sandrich"
+
+
+def test_ends_of_the_winning_relation_chain_follow_the_graphs_entity_scores(movies, scorer):
+    def script(step, prompt, options):  # prefers the end the graph scores lowest, if it were shown
+        if step == "answer":
+            return [1.0 if "Ginger Rogers" in option else 0.0 for option in options]
+        return True
+
+    result = tog(movies, scorer, script, depth=1, width=2).answer("who starred in Top Hat", ["Top Hat"])
+    assert {a.id for a in result.answers} == {"Fred Astaire", "Ginger Rogers"}
+    scores = [a.score for a in result.answers]
+    assert scores == sorted(scores, reverse=True)
+    assert not any(call["step"] == "answer" for call in result.llm_calls), "one relation chain: nothing to choose"
 
 
 def test_prune_llm_follows_the_relations_the_model_scores(movies, scorer):

@@ -258,11 +258,16 @@ class ThinkOnGraph(Reasoner):
     # ------------------------------------------------------------------ answer
     def _answer(self, question: str, gathered: Sequence[Chain], explored: Sequence[Chain],
                 distance: np.ndarray | None, result: Result) -> None:
-        """The model scores the ends of the ``gathered`` chains, each weighted by its chain's relevance
-        (minus ``depth_penalty`` per hop beyond the first, as embed-path does, since a longer chain's
-        words match more of any question; with an answer-distance prediction, plus ``temperature``
-        x log P(its length) instead); every other end the winner's relation chain reached
-        follows the winner.
+        """The model chooses among the relation chains of the ``gathered`` chains, each weighted by
+        its relevance (minus ``depth_penalty`` per hop beyond the first, as embed-path does, since a
+        longer chain's words match more of any question; with an answer-distance prediction, plus
+        ``temperature`` x log P(its length) instead). Every end the winning relation chain reached
+        is an answer, in the order of the graph's entity scores.
+
+        One option per relation chain, shown by its best end: the ends of one chain share their
+        relevance, so the model's scores among them were all that ordered them, and the 270M
+        model's are near uniform there (0.28-0.48 on three options); ToG's entity scores order
+        them instead, and the model's few options are all different readings of the question.
 
         When some node is reached from several topic entities (a conjunctive question: "players of
         club X at position Y"), only such nodes are candidates, and all of them are answers.
@@ -276,30 +281,36 @@ class ThinkOnGraph(Reasoner):
         for chain in pool:
             if chain.end.id not in best_by_end or chain.score > best_by_end[chain.end.id].score:
                 best_by_end[chain.end.id] = chain
-        graph = {c.end.id: self._graph_score(c, distance) for c in best_by_end.values()}
-        options = sorted(best_by_end.values(), key=lambda c: (-graph[c.end.id], -c.score))
-        options = options[: self.config["answer_options"]]
-        best = graph[options[0].end.id]
-        combined = np.array([(graph[c.end.id] - best) / self.config["temperature"] for c in options])
+        by_relation_chain: dict[Any, list[Chain]] = {}
+        for chain in sorted(best_by_end.values(), key=lambda c: -c.score):
+            by_relation_chain.setdefault(chain.relation_chain, []).append(chain)
+        shown = {key: ends[0] for key, ends in by_relation_chain.items()}
+        graph = {key: self._graph_score(chain, distance) for key, chain in shown.items()}
+        options = sorted(shown, key=lambda key: (-graph[key], -shown[key].score))[: self.config["answer_options"]]
+        best = graph[options[0]]
+        combined = np.array([(graph[key] - best) / self.config["temperature"] for key in options])
         if len(options) > 1:
             prompt = prompts.render(PROMPTS, "answer", question=question)
-            probabilities = ask_scores(self.llm, prompt, [str(c.path) for c in options], step="answer",
+            probabilities = ask_scores(self.llm, prompt, [str(shown[key].path) for key in options], step="answer",
                                        notes=result.notes)
             if probabilities is not None:
                 combined = combined + self.config["answer_weight"] * np.log(np.maximum(probabilities, 1e-9))
         winner = options[int(np.argmax(combined))]
         if most > 1:
-            rest = sorted(best_by_end.values(), key=lambda c: -c.score)
+            others = [c for key, ends in by_relation_chain.items() if key != winner for c in ends]
+            ranked = by_relation_chain[winner] + sorted(others, key=lambda c: -c.score)
         else:
-            rest = sorted((c for c in explored if c.relation_chain == winner.relation_chain), key=lambda c: -c.score)
+            ranked = sorted((c for c in explored if c.relation_chain == winner), key=lambda c: -c.score)
         seen: set[str] = set()
-        for chain in [winner, *rest]:
+        for chain in ranked:
             if chain.end.id in seen or chain.end.id == chain.topic:
                 continue
             seen.add(chain.end.id)
             result.answers.append(Answer(chain.end.id, chain.end.display, round(chain.score, 6)))
             result.evidence.append(chain.path)
-        result.notes.append(f"answer: {winner.path} (relation chain {' / '.join(str(m) for m in winner.moves)})")
+        shown_winner = shown[winner]
+        result.notes.append(f"answer: {shown_winner.path} (relation chain "
+                            f"{' / '.join(str(m) for m in shown_winner.moves)})")
 
 
 def likely_depth(distance: np.ndarray, cap: int) -> int:
