@@ -265,9 +265,9 @@ class ThinkOnGraph(Reasoner):
         is an answer, in the order of the graph's entity scores.
 
         One option per relation chain, shown by its best end: the ends of one chain share their
-        relevance, so the model's scores among them were all that ordered them, and the 270M
-        model's are near uniform there (0.28-0.48 on three options); ToG's entity scores order
-        them instead, and the model's few options are all different readings of the question.
+        relevance, so only the model's scores could order them, and the 270M model's are near
+        uniform there (0.28-0.48 on three options); ToG's entity scores order them instead, and
+        the model's few options are all different readings of the question.
 
         When some node is reached from several topic entities (a conjunctive question: "players of
         club X at position Y"), only such nodes are candidates, and all of them are answers.
