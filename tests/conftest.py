@@ -69,3 +69,26 @@ def scorer():
     from localkg.indexes.scoring import RelevanceScorer
 
     return RelevanceScorer()
+
+
+@pytest.fixture()
+def distance_checkpoint(scorer):
+    """Writes a fog checkpoint whose answer-distance head always predicts ``hops`` (``None``: a
+    checkpoint without the head, as written before it existed); returns its path."""
+    import torch
+
+    from localkg.fog.checkpoint import save_checkpoint
+    from localkg.fog.model import ForesightScorer, ScorerConfig
+
+    def write(path: Path, hops: int | None) -> Path:
+        model = ForesightScorer(ScorerConfig(encoder_dim=scorer.embedder.dim, hidden=16,
+                                             answer_distance=hops is not None))
+        if hops is not None:
+            last = model.distance_head[-1]
+            with torch.no_grad():
+                last.weight.zero_()
+                last.bias.fill_(-10.0)
+                last.bias[hops] = 10.0
+        return save_checkpoint(path, model, scorer.embedder.model_name, {"trained_on": "nothing (test)"})
+
+    return write

@@ -149,3 +149,35 @@ def test_path_summary_is_shown_to_the_sufficiency_check(films, scorer):
     steps = [c["step"] for c in result.llm_calls]
     assert steps.index("summary") < steps.index("sufficient")
     assert "Summary: Top Hat was directed by Mark Sandrich." in result.llm_calls[-1]["prompt"]
+
+
+@pytest.mark.parametrize("hops", [1, 2])
+def test_depth_from_distance_answers_at_the_predicted_depth_without_a_check(films, scorer, tmp_path, hops,
+                                                                            distance_checkpoint):
+    # The model predicts depth 3 and would find every stage sufficient; the head decides.
+    llm = ScriptedLLM({"analyse": [{"split_questions": [], "depth": 3}], "sufficient": [True] * 3})
+    result = reasoner(films, llm, scorer, depth_from="distance",
+                      checkpoint=str(distance_checkpoint(tmp_path / "d.pt", hops))).answer(
+        "who directed the films Ginger Rogers starred in", ["Ginger Rogers"])
+    assert "sufficient" not in [c["step"] for c in result.llm_calls]
+    assert any(n.endswith(f"exploring {hops} hops") for n in result.notes)
+    assert any(n.startswith(f"depth {hops}:") and "at the trained depth" in n for n in result.notes)
+    assert result.answers and all(len(path.steps) == hops for path in result.evidence)
+
+
+def test_depth_from_distance_keeps_the_papers_search_for_several_topics(football, scorer, tmp_path,
+                                                                        distance_checkpoint):
+    llm = ScriptedLLM({"analyse": [{"split_questions": [], "depth": 2}], "indicator": [[0]], "sufficient": [True]})
+    result = reasoner(football, llm, scorer, depth_from="distance",
+                      checkpoint=str(distance_checkpoint(tmp_path / "d.pt", 1))).answer(
+        "which Forward plays at the club Tigres", ["Forward", "Tigres"])
+    assert [a.name for a in result.answers] == ["Alan"]
+    assert "sufficient" in [c["step"] for c in result.llm_calls]
+
+
+def test_depth_from_distance_without_a_checkpoint_gives_no_answer_with_the_reason(films, scorer, tmp_path):
+    llm = ScriptedLLM({})
+    result = reasoner(films, llm, scorer, depth_from="distance", checkpoint=str(tmp_path / "none.pt")).answer(
+        "who directed Top Hat", ["Top Hat"])
+    assert result.answers == [] and "needs a trained fog checkpoint" in result.notes[-1]
+    assert result.llm_calls == []

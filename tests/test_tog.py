@@ -3,10 +3,7 @@ run with the real bundled model on a MetaQA question."""
 from __future__ import annotations
 
 import pytest
-import torch
 
-from localkg.fog.checkpoint import save_checkpoint
-from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
 from localkg.reasoners.tog import ThinkOnGraph
@@ -200,20 +197,10 @@ def test_an_unknown_prune_mode_is_refused_with_a_reason(movies, scorer):
     assert result.answers == [] and "prune must be one of" in result.notes[-1]
 
 
-def distance_checkpoint(path, scorer, hops: int):
-    """A fog checkpoint whose answer-distance head always predicts ``hops``."""
-    model = ForesightScorer(ScorerConfig(encoder_dim=scorer.embedder.dim, hidden=16, answer_distance=True))
-    last = model.distance_head[-1]
-    with torch.no_grad():
-        last.weight.zero_()
-        last.bias.fill_(-10.0)
-        last.bias[hops] = 10.0
-    return save_checkpoint(path, model, scorer.embedder.model_name, {"trained_on": "nothing (test)"})
-
-
 @pytest.mark.parametrize("hops", [1, 2])
-def test_depth_from_distance_explores_and_answers_at_the_predicted_distance(movies, scorer, tmp_path, hops):
-    path = distance_checkpoint(tmp_path / f"d{hops}.pt", scorer, hops)
+def test_depth_from_distance_explores_and_answers_at_the_predicted_distance(movies, scorer, tmp_path, hops,
+                                                                           distance_checkpoint):
+    path = distance_checkpoint(tmp_path / f"d{hops}.pt", hops)
     result = tog(movies, scorer, depth_from="distance", checkpoint=str(path)).answer(
         "who starred in films with Fred Astaire", ["Fred Astaire"])
     assert "sufficient-1" not in steps_of(result), "the head decides the depth, not the model"
@@ -224,13 +211,12 @@ def test_depth_from_distance_explores_and_answers_at_the_predicted_distance(movi
     assert result.answers[0].id in expected
 
 
-def test_depth_from_distance_without_a_checkpoint_gives_no_answer_with_the_reason(movies, scorer, tmp_path):
+def test_depth_from_distance_without_a_checkpoint_gives_no_answer_with_the_reason(movies, scorer, tmp_path,
+                                                                                  distance_checkpoint):
     result = tog(movies, scorer, depth_from="distance", checkpoint=str(tmp_path / "none.pt")).answer(
         "who directed Top Hat", ["Top Hat"])
     assert result.answers == [] and "needs a trained fog checkpoint" in result.notes[-1]
-    headless = save_checkpoint(tmp_path / "old.pt", ForesightScorer(ScorerConfig(encoder_dim=scorer.embedder.dim,
-                                                                                 hidden=16, answer_distance=False)),
-                               scorer.embedder.model_name, {})
+    headless = distance_checkpoint(tmp_path / "old.pt", None)
     result = tog(movies, scorer, depth_from="distance", checkpoint=str(headless)).answer(
         "who directed Top Hat", ["Top Hat"])
     assert result.answers == [] and "answer-distance head" in result.notes[-1]

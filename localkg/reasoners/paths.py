@@ -32,6 +32,12 @@ answer-position nodes of the first selected path). When no stage is judged
 sufficient, the first stage answers (the topic-entity paths at the start depth, whose
 depth the graph estimated): the small model's P(yes) barely differs between stages, and
 the later stages exist to rescue a failed first one, not to outrank it.
+
+With ``depth_from=distance`` (ours, as tog has it; single topic entity) the depth comes from
+the answer-distance head of the database's trained fog checkpoint
+(:mod:`localkg.reasoners.distance`) and the first stage with candidates from that depth on
+answers, with no sufficiency question; with several topic entities the paper's procedure
+runs unchanged.
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from typing import Any, Sequence
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import path_similarities, rank_relation_paths, readable_relation
+from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, ask_yes_no, relation_filter, without_mentions
 from localkg.reasoners.plan import bulleted, model_choice, model_json, string_list
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
@@ -116,14 +123,33 @@ class PathsReasoner(Reasoner):
         "summary_tokens": 0,     # path summarising before the check (0: off, as the default setting)
         "analysis_tokens": 96,
         "max_answers": 50,
+        "depth_from": "model",   # model: the paper's sufficiency check; distance: a trained answer-distance head
+        "checkpoint": "",        # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
+        "device": "",
     }
+
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self._distance = AnswerDistance(context, self.config["checkpoint"], self.config["device"])
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
+        if self.config["depth_from"] not in DEPTH_SOURCES:
+            notes.append(f"no answer found: depth_from must be one of {', '.join(DEPTH_SOURCES)}")
+            return
         nodes = [self._node(t) for t in topics]
         topic_ids = frozenset(n.id for n in nodes)
         query = without_mentions(question, [n.display for n in nodes])
+        trained_depth = self.config["depth_from"] == "distance" and len(nodes) == 1
+        if trained_depth:
+            distance, reason = self._distance.predict(query)
+            if distance is None:
+                notes.append(f"no answer found: {reason}")
+                return
         split, depth = self.analyse(question, topics, query, notes)
+        if trained_depth:
+            depth = likely_depth(distance, self.config["max_depth"])
+            notes.append(describe(distance, depth))
         split_text = prompts.render(PROMPTS, "split", questions=" | ".join(split)) if split else ""
         chain, slot = self.indicator(question, nodes, notes) if len(nodes) > 1 else (nodes, 1)
         stages: list[Stage] = []
@@ -131,13 +157,14 @@ class PathsReasoner(Reasoner):
         checked: set[frozenset] = set()
 
         def run(label: str, candidates: list[Candidate]) -> Stage | None:
-            """Prune and check one stage's candidates; the stage when it is sufficient."""
+            """Prune and check one stage's candidates; the stage when it is sufficient (always, at
+            the trained depth)."""
             keys = frozenset(c.key for c in candidates)
             if not candidates or keys in checked:
                 notes.append(f"{label}: no {'new ' if candidates else ''}candidate path")
                 return None
             checked.add(keys)
-            stages.append(self._stage(question, split_text, label, candidates, chain, notes))
+            stages.append(self._stage(question, split_text, label, candidates, chain, notes, check=not trained_depth))
             return stages[-1] if stages[-1].sufficient else None
 
         done: Stage | None = None
@@ -337,7 +364,7 @@ class PathsReasoner(Reasoner):
 
     # -------------------------------------------------------------- pruning and the check
     def _stage(self, question: str, split: str, label: str, candidates: list[Candidate], chain: list[Node],
-               notes: list[str]) -> Stage:
+               notes: list[str], check: bool = True) -> Stage:
         fuzzy = sorted(candidates, key=lambda c: -c.score)[: self.config["fuzzy_width"]]
         reduced = self._branch_reduction(question, fuzzy, chain, notes)
         selected = self._precise_selection(question, split, reduced, notes)
@@ -350,12 +377,15 @@ class PathsReasoner(Reasoner):
             summary = value.get("summary")
             if isinstance(summary, str) and summary.strip():
                 paths_text += f"\nSummary: {' '.join(summary.split())}"
-        sufficient, p_yes = ask_yes_no(self.llm, prompts.render(PROMPTS, "sufficient", question=question,
-                                                                  split=split, paths=paths_text),
-                                         step="sufficient", notes=notes)
+        if check:
+            sufficient, p_yes = ask_yes_no(self.llm, prompts.render(PROMPTS, "sufficient", question=question,
+                                                                      split=split, paths=paths_text),
+                                             step="sufficient", notes=notes)
+            verdict = f"sufficient={sufficient} (P(yes)={p_yes:.2f})"
+        else:
+            sufficient, p_yes, verdict = True, 1.0, "at the trained depth: answers without a check"
         notes.append(f"{label}: {len(candidates)} candidate paths, {len(reduced)} after branch reduction; "
-                     f"selected {' ; '.join(c.render(2) for c in selected)}; sufficient={sufficient} "
-                     f"(P(yes)={p_yes:.2f})")
+                     f"selected {' ; '.join(c.render(2) for c in selected)}; {verdict}")
         return Stage(label, selected, sufficient, p_yes)
 
     def _branch_reduction(self, question: str, candidates: list[Candidate], chain: list[Node],

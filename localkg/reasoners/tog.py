@@ -39,10 +39,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from localkg import prompts
-from localkg.errors import CheckpointError
-from localkg.fog.checkpoint import checkpoint_location
-from localkg.fog.scoring import TrainedTripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
 from localkg.reasoners.common import (
     DEFAULT_RELATION_FILTER,
     Move,
@@ -61,7 +59,6 @@ from localkg.store.model import Node, Path
 
 PROMPTS = "tog"
 PRUNE_MODES = ("embed", "llm", "hybrid")
-DEPTH_SOURCES = ("model", "distance")
 
 
 @dataclass(frozen=True)
@@ -118,7 +115,7 @@ class ThinkOnGraph(Reasoner):
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
-        self._distance_scorer: Any = None
+        self._distance = AnswerDistance(context, self.config["checkpoint"], self.config["device"])
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         if self.config["prune"] not in PRUNE_MODES:
@@ -131,19 +128,13 @@ class ThinkOnGraph(Reasoner):
         query = without_mentions(question, [node.display for node in starts])
         distance = None
         if self.config["depth_from"] == "distance":
-            try:
-                distance = self._answer_distance(query)
-            except CheckpointError as error:
-                result.notes.append(f"no answer found: depth_from=distance needs a trained fog checkpoint: {error}")
-                return
+            distance, reason = self._distance.predict(query)
             if distance is None:
-                result.notes.append("no answer found: depth_from=distance needs a fog checkpoint with an "
-                                    "answer-distance head (retrain with `localkg train fog`)")
+                result.notes.append(f"no answer found: {reason}")
                 return
         max_depth = self.config["depth"] if distance is None else likely_depth(distance, self.config["depth"])
         if distance is not None:
-            result.notes.append("answer distance " + ", ".join(f"{d}: {p:.2f}" for d, p in enumerate(distance))
-                                + f"; exploring {max_depth} hops")
+            result.notes.append(describe(distance, max_depth))
         keep = relation_filter(self.config["relation_filter"])
         beam = [Chain(node.id, Path(()), (), 1.0) for node in starts]
         start_nodes = {node.id: node for node in starts}
@@ -175,14 +166,6 @@ class ThinkOnGraph(Reasoner):
                                     "answered from the paths gathered")
         if gathered:  # as in the paper, the answer step sees the chains of every depth
             self._answer(question, gathered, explored, distance, result)
-
-    def _answer_distance(self, query: str) -> np.ndarray | None:
-        """P(the answer lies d hops out), d = 0..L, from the trained fog checkpoint (loaded once)."""
-        if self._distance_scorer is None:
-            path = checkpoint_location(self.config["checkpoint"], self.kg.path)
-            self._distance_scorer = TrainedTripleScorer.from_checkpoint(path, self.context.scorer.embedder,
-                                                                        self.config["device"])
-        return self._distance_scorer.answer_distance(query)
 
     # ------------------------------------------------------------------ one depth
     def _expand(self, question: str, query: str, beam: Sequence[Chain], starts: dict[str, Node], keep: Any,
@@ -311,19 +294,6 @@ class ThinkOnGraph(Reasoner):
         shown_winner = shown[winner]
         result.notes.append(f"answer: {shown_winner.path} (relation chain "
                             f"{' / '.join(str(m) for m in shown_winner.moves)})")
-
-
-def likely_depth(distance: np.ndarray, cap: int) -> int:
-    """The most likely answer distance beyond 0 hops, at most ``cap``.
-
-    >>> likely_depth(np.array([0.0, 0.9, 0.08, 0.02]), 3)
-    1
-    >>> likely_depth(np.array([0.0, 0.37, 0.63, 0.0]), 3)
-    2
-    >>> likely_depth(np.array([0.0, 0.0, 0.0, 0.1, 0.9]), 3)
-    3
-    """
-    return min(cap, int(np.argmax(np.asarray(distance[1:]))) + 1)
 
 
 def _facts(chains: Sequence[Chain], limit: int = 12) -> list[str]:
