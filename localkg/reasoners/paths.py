@@ -48,8 +48,8 @@ from typing import Any, Sequence
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.baselines import path_similarities, rank_relation_paths, readable_relation
-from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, ask_yes_no, relation_filter, without_mentions
+from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
 from localkg.reasoners.plan import bulleted, model_choice, model_json, string_list
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
 

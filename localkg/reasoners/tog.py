@@ -40,7 +40,6 @@ import numpy as np
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
 from localkg.reasoners.common import (
     DEFAULT_RELATION_FILTER,
     Move,
@@ -55,6 +54,7 @@ from localkg.reasoners.common import (
     relation_filter,
     without_mentions,
 )
+from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
 from localkg.store.model import Node, Path
 
 PROMPTS = "tog"
