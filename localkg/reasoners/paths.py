@@ -140,16 +140,16 @@ class PathsReasoner(Reasoner):
         nodes = [self._node(t) for t in topics]
         topic_ids = frozenset(n.id for n in nodes)
         query = without_mentions(question, [n.display for n in nodes])
-        trained_depth = self.config["depth_from"] == "distance" and len(nodes) == 1
-        if trained_depth:
+        head_depth = None
+        if self.config["depth_from"] == "distance" and len(nodes) == 1:
             distance, reason = self._distance.predict(query)
             if distance is None:
                 notes.append(f"no answer found: {reason}")
                 return
-        split, depth = self.analyse(question, topics, query, notes)
-        if trained_depth:
-            depth = likely_depth(distance, self.config["max_depth"])
-            notes.append(describe(distance, depth))
+            head_depth = likely_depth(distance, self.config["max_depth"])
+            notes.append(describe(distance, head_depth))
+        trained_depth = head_depth is not None
+        split, depth = self.analyse(question, topics, query, notes, head_depth)
         split_text = prompts.render(PROMPTS, "split", questions=" | ".join(split)) if split else ""
         chain, slot = self.indicator(question, nodes, notes) if len(nodes) > 1 else (nodes, 1)
         stages: list[Stage] = []
@@ -194,11 +194,14 @@ class PathsReasoner(Reasoner):
         self._answer(result, done, topic_ids)
 
     # -------------------------------------------------------------- question analysis
-    def analyse(self, question: str, topics: list[str], query: str, notes: list[str]) -> tuple[list[str], int]:
+    def analyse(self, question: str, topics: list[str], query: str, notes: list[str],
+                head_depth: int | None = None) -> tuple[list[str], int]:
         """Split questions and the depth to start at: the model's prediction, or with one topic entity
         the length of the relation path that best matches the question when that is shorter (the
         search only grows the depth, so a low start costs a stage while a high one skips the
-        answer; the small model overestimates). An unusable prediction counts as ``max_depth``."""
+        answer; the small model overestimates). An unusable prediction counts as ``max_depth``.
+        With ``head_depth`` (the trained head's) that is the depth, and neither estimate is made:
+        the relation-path ranking alone is dozens of graph queries."""
         max_depth = self.config["max_depth"]
         schema = {"type": "object", "properties": {
             "split_questions": {"type": "array", "items": {"type": "string", "maxLength": 60}, "maxItems": 3},
@@ -207,6 +210,9 @@ class PathsReasoner(Reasoner):
         value = model_json(self.llm, prompts.render(PROMPTS, "analyse", question=question), schema, step="analyse",
                            max_tokens=self.config["analysis_tokens"], notes=notes)
         split = string_list(value.get("split_questions"), 3)
+        if head_depth is not None:
+            notes.append(f"start depth {head_depth} (trained head); split questions: {' | '.join(split) or '(none)'}")
+            return split, head_depth
         predicted = value.get("depth")
         if not isinstance(predicted, int) or isinstance(predicted, bool) or not 1 <= predicted <= max_depth:
             notes.append("analyse: unusable depth from the model")
