@@ -183,8 +183,8 @@ class LabelTable:
         labels = kg.execute("MATCH (l:Label) RETURN offset(id(l)) AS offset, l.id AS label").get_as_arrow(SCAN_CHUNK)
         links = kg.execute("MATCH (l:Label)-[:Names]->(n:Node) RETURN offset(id(l)) AS offset, n.id AS node, "
                            "n.name AS name, offset(id(n)) AS node_offset").get_as_arrow(SCAN_CHUNK)
-        degrees = kg.execute("MATCH (n:Node)-[h:HasRel]->(:Relation) RETURN offset(id(n)) AS node_offset, "
-                             "CAST(sum(h.n) AS INT64) AS degree").get_as_arrow(SCAN_CHUNK)
+        degrees = kg.execute("MATCH (n:Node)-[f:Fact]-() RETURN offset(id(n)) AS node_offset, "
+                             "CAST(count(f) AS INT64) AS degree").get_as_arrow(SCAN_CHUNK)
         return cls(*_index_labels(labels, links, degrees), generation)
 
     def save(self, directory: Path) -> None:

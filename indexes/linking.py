@@ -233,9 +233,8 @@ class EntityLinker:
     # ---------------------------------------------------------------- primary-key lookups
     def _degrees(self, node_ids: list[str]) -> dict[str, int]:
         """Facts at each node, for nodes the label table did not describe (found by vectors only)."""
-        rows = _by_primary_key(self.kg, "MATCH (n:Node {{id: {key}}})-[h:HasRel]->(r:Relation) HINT (n JOIN h) JOIN r "
-                                        "RETURN n.id AS id, sum(h.n) AS degree", node_ids)
-        return {node_id: int(total) for node_id, total in rows}
+        return {node_id: sum(relation.count for relation in self.kg.relations(node_id)) for node_id in node_ids
+                if self.kg.has_node(node_id)}
 
     def _nodes_by_id(self, node_ids: list[str]) -> dict[str, Node]:
         """The nodes among ``node_ids`` that exist, with their display names."""

@@ -45,7 +45,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory, dump: Path) -> dict:
 def snapshot(kg: KG) -> dict:
     nodes = sorted((r.id, r.name, r.kind, tuple(sorted(r.aliases)), r.description, tuple(sorted(r.types)))
                    for batch in kg.iter_nodes(kinds=("entity", "cvt", "literal")) for r in batch)
-    summary = sorted(kg.execute("MATCH (n:Node)-[h:HasRel]->(r:Relation) RETURN r.id, h.dir, sum(h.n)").get_all())
+    busiest = kg.execute("MATCH (n:Node)-[f:Fact]-() WITH n, count(f) AS degree "
+                         "RETURN n.id ORDER BY degree DESC, n.id LIMIT 20").get_all()
+    summary = {node: kg.relations(node) for (node,) in busiest}
     return {"stats": kg.stats(), "catalogue": kg.relation_catalogue(), "nodes": nodes, "summary": summary}
 
 

@@ -184,6 +184,30 @@ def _open_in_other_process(path: Path) -> None:
     raise AssertionError(f"second process opened a locked database: {done.stdout} {done.stderr}")
 
 
+def _counts(kg: KG, entity: str) -> list[tuple[str, str, int]]:
+    return [(r.relation, r.direction, r.count) for r in kg.relations(entity)]
+
+
+def test_only_hubs_keep_a_relation_summary_and_later_loads_extend_it(tmp_path: Path) -> None:
+    """A node that passes hub_degree gets a summary counted from its edges when the load closes
+    (replacing summary rows an older database kept for every node); later loads append to it.
+    Every other node's relations are counted from its edges, so both read the same."""
+    with KG.create(tmp_path / "db") as kg:
+        kg.update_manifest(hub_degree=3)
+        kg.add_triples([("x0", "r", "hub"), ("hub", "s", "y")])
+        kg.execute("MATCH (n:Node {id: 'hub'}), (r:Relation {id: 'r'}) CREATE (n)-[:HasRel {dir: 'in', n: 7}]->(r)")
+        assert _counts(kg, "hub") == [("r", "in", 1), ("s", "out", 1)]  # not a hub: its edges count
+        kg.add_triples([(f"x{i}", "r", "hub") for i in range(1, 4)])
+        summarised = "MATCH (n:Node)-[h:HasRel]->() RETURN n.id, count(h)"
+        assert kg.execute(summarised).get_all() == [["hub", 2]]
+        assert _counts(kg, "hub") == [("r", "in", 4), ("s", "out", 1)]
+        kg.add_triples([("x9", "r", "hub"), ("hub", "t", "z"), ("x0", "q", "y")])
+        assert kg.execute(summarised).get_all() == [["hub", 4]]  # appended, not recounted
+        assert _counts(kg, "hub") == [("r", "in", 5), ("s", "out", 1), ("t", "out", 1)]
+        assert _counts(kg, "x0") == [("q", "out", 1), ("r", "out", 1)]
+        assert [r.count for r in kg.relations("hub", "out")] == [1, 1]
+
+
 def test_paths_do_not_walk_through_hubs(tmp_path: Path) -> None:
     kg = KG.create(tmp_path / "db")
     try:

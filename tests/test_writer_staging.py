@@ -26,7 +26,7 @@ def _batch(facts: list[tuple[str, str, str]]) -> FactBatch:
 def _graph(kg: KG) -> tuple:
     facts = sorted(kg.execute("MATCH (a:Node)-[f:Fact]->(b:Node) RETURN a.id, f.rel, b.id").get_all())
     nodes = sorted(kg.execute("MATCH (n:Node) RETURN n.id, n.name, n.aliases").get_all())
-    summary = sorted(kg.execute("MATCH (n:Node)-[h:HasRel]->(r:Relation) RETURN n.id, r.id, h.dir, sum(h.n)").get_all())
+    summary = {node[0]: kg.relations(node[0]) for node in nodes}
     counts = sorted(kg.execute("MATCH (r:Relation) RETURN r.id, r.facts").get_all())
     return facts, nodes, summary, counts, kg.stats()
 

@@ -239,20 +239,22 @@ class KG:
     def relations(self, entity: str, direction: str = BOTH) -> list[RelationCount]:
         """Distinct relations at ``entity`` with the direction seen from it and the fact count.
 
-        Reads the per-node summary, so a hub with a million edges answers as fast as a leaf.
-        Most frequent first.
+        A hub's come from its relation summary, so a hub with a million edges answers as fast as
+        a leaf; any other node's are counted from its at most ``hub_degree`` edges. Most
+        frequent first.
         """
         _check_direction(direction)
-        rows = self._logged("relations", {"entity": entity, "direction": direction}, lambda: self._run(
-            "MATCH (n:Node {id: $id})-[h:HasRel]->(r:Relation) WHERE $dir = 'both' OR h.dir = $dir "
-            # Without the hint Kùzu starts from the small Relation table and walks every node's
-            # summary rows backwards (4x slower on a 50k-edge hub).
-            "HINT (n JOIN h) JOIN r RETURN r.id, r.label, h.dir, h.n",
-            {"id": entity, "dir": direction},
-        ))
-        if not rows and not self.has_node(entity):
-            raise UnknownEntityError(f"no node with id {entity!r}")
-        # Summary rows are appended per load, so one (relation, direction) may have several;
+
+        def run() -> list:
+            hub = self._run("MATCH (n:Node {id: $id}) RETURN n.hub", {"id": entity})
+            if not hub:
+                raise UnknownEntityError(f"no node with id {entity!r}")
+            if hub[0][0]:
+                return self._run(_SUMMARY_RELATIONS, {"id": entity, "dir": direction})
+            return self._run(_EDGE_RELATIONS[direction], {"id": entity})
+
+        rows = self._logged("relations", {"entity": entity, "direction": direction}, run)
+        # A hub's summary rows are appended per load, so one (relation, direction) may have several;
         # summing here is ~10x cheaper than Kùzu's hash aggregate for a handful of rows.
         counts: dict[tuple[str, str, str], int] = {}
         for relation, label, row_direction, n in rows:
@@ -434,6 +436,20 @@ class KG:
                 batch.add_entity(head, name=head)
                 batch.add_entity(tail, name=tail)
             writer.write(batch)
+
+
+_SUMMARY_RELATIONS = (
+    "MATCH (n:Node {id: $id})-[h:HasRel]->(r:Relation) WHERE $dir = 'both' OR h.dir = $dir "
+    # Without the hint Kùzu starts from the small Relation table and walks every node's
+    # summary rows backwards (4x slower on a 50k-edge hub).
+    "HINT (n JOIN h) JOIN r RETURN r.id, r.label, h.dir, h.n")
+_EDGE_RELATIONS = {  # the parts of a non-hub's relation count, by direction
+    OUT: "MATCH (n:Node {id: $id})-[f:Fact]->() WITH f.rel AS rel, count(*) AS n "
+         "MATCH (r:Relation {id: rel}) RETURN rel, r.label, 'out', n",
+    IN: "MATCH (n:Node {id: $id})<-[f:Fact]-() WITH f.rel AS rel, count(*) AS n "
+        "MATCH (r:Relation {id: rel}) RETURN rel, r.label, 'in', n",
+}
+_EDGE_RELATIONS[BOTH] = f"{_EDGE_RELATIONS[OUT]} UNION ALL {_EDGE_RELATIONS[IN]}"
 
 
 def _check_direction(direction: str) -> None:

@@ -16,9 +16,11 @@ worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, whic
   the tables it writes into (a 2M-line Freebase load spent 18 s in Kùzu with
   one transaction per 64 MB batch, 6 s with one for the whole load), so few,
   large ``COPY`` statements are what makes a dump load fast;
-* appends to the per-node relation summary (``HasRel``) and keeps the relation
-  catalogue's fact counts up to date, so ``KG.relations`` never scans edges.
-  Relations themselves are written as batches arrive (a small table).
+* keeps the relation summary of hub nodes (``HasRel``, see ``schema.py``) and
+  the relation catalogue's fact counts up to date: a hub's new facts are
+  summarised as they are staged, and a node that passes ``hub_degree`` when the
+  writer closes gets its summary counted from its edges. Relations themselves
+  are written as batches arrive (a small table).
 
 Pandas string columns crash kuzu 0.11.3; Arrow/Parquet does not.
 
@@ -106,6 +108,7 @@ class GraphWriter:
         self._changed = False
         self._flush_failed = False
         self._recover_staged()
+        self._hubs = pa.array([row[0] for row in kg._run("MATCH (n:Node) WHERE n.hub RETURN n.id")], pa.string())
         self._staged_rows = 0
         self._ensure_keys_match_database()
         if self._batches():
@@ -133,10 +136,28 @@ class GraphWriter:
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def _flag_hubs(self) -> None:
-        """Flag nodes that now have more than ``hub_degree`` facts (degrees only grow on append)."""
+        """Flag the nodes that now have more than ``hub_degree`` facts, and count their relation
+        summary from their edges, in one transaction.
+
+        Degrees only grow on append, and a node becomes a hub at the close of the load that took
+        it past the threshold; from then on the writes append to its summary (``_stage_summaries``).
+        The flag and the summary commit together, so ``KG.relations`` never reads the summary of
+        a hub that has none; after a crash before the commit, the next load that changes the
+        graph flags the node.
+        """
         threshold = int(self.kg.manifest.get("hub_degree", schema.HUB_DEGREE))
-        self.kg.execute("MATCH (n:Node)-[h:HasRel]->() WHERE NOT n.hub WITH n, sum(h.n) AS degree "
-                        "WHERE degree > $threshold SET n.hub = true", {"threshold": threshold})
+        with self._transaction():
+            hubs = [row[0] for row in self.kg._run(
+                "MATCH (n:Node)-[f:Fact]-() WHERE NOT n.hub WITH n, count(f) AS degree "
+                "WHERE degree > $threshold SET n.hub = true RETURN n.id", {"threshold": threshold})]
+            if not hubs:
+                return
+            # Databases written before summaries were kept for hubs only have rows for every node.
+            self.kg.execute("MATCH (n:Node)-[h:HasRel]->() WHERE list_contains($ids, n.id) DELETE h", {"ids": hubs})
+            for pattern, direction in (("-[f:Fact]->", OUT), ("<-[f:Fact]-", IN)):
+                self.kg.execute(f"MATCH (n:Node){pattern}() WHERE list_contains($ids, n.id) "
+                                "WITH n, f.rel AS rel, count(*) AS facts MATCH (r:Relation {id: rel}) "
+                                "CREATE (n)-[:HasRel {dir: $dir, n: facts}]->(r)", {"ids": hubs, "dir": direction})
 
     def _apply_pending_lists(self) -> None:
         """Add the saved aliases and types to stored nodes, isolated by checkpoints (see module doc).
@@ -471,20 +492,26 @@ class GraphWriter:
         return facts.num_rows, len(batch) - facts.num_rows, facts
 
     def _stage_summaries(self, facts: pa.Table, target: Path) -> None:
-        """Stage one summary row per (node, relation, direction) of this batch's new facts, and the
+        """Stage one summary row per (hub, relation, direction) of this batch's new facts, and the
         batch's fact count per relation.
 
-        Rows are only ever appended (``KG.relations`` sums them): updating counts in place
-        costs a pattern match per row, which made loads 20× slower."""
+        Only hubs have a summary: any other node has at most ``hub_degree`` facts, which
+        ``KG.relations`` counts from its edges, and summary rows for every node outnumbered the
+        facts (schema.py). Rows are only ever appended (``KG.relations`` sums them): updating
+        counts in place costs a pattern match per row."""
         if not facts.num_rows:
             return
         per_end = []
-        for end, direction in (("from", OUT), ("to", IN)):
-            counted = facts.group_by([end, "rel"], use_threads=False).aggregate([([], "count_all")])
+        ends = (("from", OUT), ("to", IN)) if len(self._hubs) else ()
+        for end, direction in ends:
+            at_hubs = facts.filter(pc.is_in(facts.column(end), value_set=self._hubs))
+            counted = at_hubs.group_by([end, "rel"], use_threads=False).aggregate([([], "count_all")])
             per_end.append(pa.table({"from": counted.column(end), "to": counted.column("rel"),
                                      "dir": pa.array(np.full(counted.num_rows, direction)),
                                      "n": counted.column("count_all")}))
-        _write_parquet(pa.concat_tables(per_end), target / "HasRel.parquet")
+        summary = pa.concat_tables(per_end) if per_end else None
+        if summary is not None and summary.num_rows:
+            _write_parquet(summary, target / "HasRel.parquet")
         per_relation = facts.group_by("rel", use_threads=False).aggregate([([], "count_all")])
         _write_parquet(pa.table({"id": per_relation.column("rel"), "n": per_relation.column("count_all")}),
                        target / "RelationCount.parquet")
