@@ -25,7 +25,7 @@ from localkg.indexes.label_table import build_label_table
 from localkg.indexes.vector_index import IndexMeta, VectorIndex, choose_index_type, training_size
 from localkg.store import schema
 from localkg.store.kg import KG
-from localkg.store.keyset import hash_keys
+from localkg.store.keyset import hash_keys, sorted_distinct
 from localkg.store.model import NodeRecord
 
 ENTITIES = "entities"
@@ -112,7 +112,7 @@ def build_entity_index(kg: KG, embedder: Embedder, index_type: str = "auto", reb
     if index.meta.complete and index.meta.generation == generation:
         return BuildReport(ENTITIES, index.meta.index_type, 0, index.meta.count, time.perf_counter() - started,
                            up_to_date=True)
-    embedded = np.unique(hash_keys(index.ids.to_pylist()))
+    embedded = sorted_distinct(hash_keys(index.ids.to_pylist()))
     batch = _EmbeddingBatch(index, embedder, generation, checkpoint_vectors)
     bar = tqdm(total=expected, unit="entity", desc="entity index", disable=not progress)
     for records in kg.iter_nodes(("entity",), batch=20_000):

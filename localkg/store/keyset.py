@@ -46,6 +46,21 @@ def hash_keys(keys: Iterable[str]) -> np.ndarray:
     return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
 
 
+def sorted_distinct(hashes: np.ndarray) -> np.ndarray:
+    """The distinct ``hashes``, ascending.
+
+    Sorts and drops repeats: ``np.unique`` takes NumPy 2's hash-table path for integers, 0.74 s
+    for 500k hashes here against 0.01 s for the sort.
+
+    >>> sorted_distinct(np.array([5, 1, 5, 3], dtype=np.uint64)).tolist()
+    [1, 3, 5]
+    """
+    ordered = np.sort(np.asarray(hashes, dtype=np.uint64))
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
 def find_sorted(sorted_hashes: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Where each of ``hashes`` would sit in the ascending ``sorted_hashes``, clamped to a valid
     position, and a mask of those that are there.
@@ -157,7 +172,7 @@ class KeySet:
             return
         number = self._runs[-1].last + 1 if self._runs else 0
         path = self.directory / f"run-{number:06d}-{number:06d}.npy"
-        write_atomically(path, lambda handle: np.save(handle, np.unique(np.asarray(hashes, dtype=np.uint64))))
+        write_atomically(path, lambda handle: np.save(handle, sorted_distinct(hashes)))
         self._runs.append(_Run(number, number, path))
         self._arrays.append(np.load(path, mmap_mode="r"))
         sizes = [len(array) for array in self._arrays]
