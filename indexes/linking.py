@@ -32,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from localkg.errors import IndexMissingError
+from localkg.errors import IndexMissingError, UnknownEntityError
 from localkg.indexes.build import ENTITIES, embedder_for, index_directory, open_index
 from localkg.indexes.embedding import Embedder
 from localkg.indexes.label_table import LabelTable, label_table_for
@@ -233,8 +233,13 @@ class EntityLinker:
     # ---------------------------------------------------------------- primary-key lookups
     def _degrees(self, node_ids: list[str]) -> dict[str, int]:
         """Facts at each node, for nodes the label table did not describe (found by vectors only)."""
-        return {node_id: sum(relation.count for relation in self.kg.relations(node_id)) for node_id in node_ids
-                if self.kg.has_node(node_id)}
+        degrees: dict[str, int] = {}
+        for node_id in node_ids:
+            try:
+                degrees[node_id] = sum(relation.count for relation in self.kg.relations(node_id))
+            except UnknownEntityError:  # in a stale vector index, no longer in the graph
+                continue
+        return degrees
 
     def _nodes_by_id(self, node_ids: list[str]) -> dict[str, Node]:
         """The nodes among ``node_ids`` that exist, with their display names."""

@@ -501,17 +501,17 @@ class GraphWriter:
         counts in place costs a pattern match per row."""
         if not facts.num_rows:
             return
-        per_end = []
-        ends = (("from", OUT), ("to", IN)) if len(self._hubs) else ()
-        for end, direction in ends:
-            at_hubs = facts.filter(pc.is_in(facts.column(end), value_set=self._hubs))
-            counted = at_hubs.group_by([end, "rel"], use_threads=False).aggregate([([], "count_all")])
-            per_end.append(pa.table({"from": counted.column(end), "to": counted.column("rel"),
-                                     "dir": pa.array(np.full(counted.num_rows, direction)),
-                                     "n": counted.column("count_all")}))
-        summary = pa.concat_tables(per_end) if per_end else None
-        if summary is not None and summary.num_rows:
-            _write_parquet(summary, target / "HasRel.parquet")
+        if len(self._hubs):
+            per_end = []
+            for end, direction in (("from", OUT), ("to", IN)):
+                at_hubs = facts.filter(pc.is_in(facts.column(end), value_set=self._hubs))
+                counted = at_hubs.group_by([end, "rel"], use_threads=False).aggregate([([], "count_all")])
+                per_end.append(pa.table({"from": counted.column(end), "to": counted.column("rel"),
+                                         "dir": pa.array(np.full(counted.num_rows, direction)),
+                                         "n": counted.column("count_all")}))
+            summary = pa.concat_tables(per_end)
+            if summary.num_rows:
+                _write_parquet(summary, target / "HasRel.parquet")
         per_relation = facts.group_by("rel", use_threads=False).aggregate([([], "count_all")])
         _write_parquet(pa.table({"id": per_relation.column("rel"), "n": per_relation.column("count_all")}),
                        target / "RelationCount.parquet")
