@@ -5,7 +5,9 @@ script shows where: it loads a generated Freebase dump in this process with `loa
 (2 parsers, the given buffer pool, which sets the flush size: 256 bytes of pool per row), and
 samples this process's resident memory every 30 ms during each ``COPY``/``LOAD``/``CHECKPOINT``
 statement of every flush, and times it (by wrapping ``KG.execute``); what a flush spends outside
-them is its commit and the Python side (reading and merging the staged files).
+them is its commit and the Python side (reading and merging the staged files). Then the same for
+the writer's close, which applies the updates of stored nodes that the flushes saved, a range of
+sequence numbers at a time.
 
     python bench/flush_memory.py --lines 8000000 --buffer-pool-mb 512
 
@@ -55,12 +57,13 @@ class PeakSampler:
         self.peak = max(self.peak, resident_mb())
 
 
-def instrument(flushes: list[dict]) -> None:
-    """Record every flush and its statements into ``flushes``."""
+def instrument(flushes: list[dict], close: dict) -> None:
+    """Record every flush and its statements into ``flushes``, and the close's steps (updates of
+    stored nodes, hub flags) into ``close``."""
+    import pyarrow.parquet as pq
+
     from localkg.store import writer as writer_module
     from localkg.store.kg import KG
-
-    execute, flush = KG.execute, writer_module.GraphWriter.flush
 
     def timed_execute(kg: KG, query: str, parameters: dict | None = None):
         if not flushes or flushes[-1].get("done") or not query.startswith(("COPY", "LOAD", "CHECKPOINT")):
@@ -69,14 +72,7 @@ def instrument(flushes: list[dict]) -> None:
         with PeakSampler() as sampler:
             result = execute(kg, query, parameters)
         seconds = round(time.perf_counter() - started, 2)
-        if query.startswith(("COPY", "CHECKPOINT")):
-            statement = query.split(" FROM")[0]
-        elif "r:Relation" in query:
-            statement = "LOAD (relation fact counts)"
-        elif "n.aliases" in query:  # after the commit, in their own transactions
-            statement = "LOAD (aliases, types of stored nodes)"
-        else:
-            statement = "LOAD (names, kinds of stored nodes)"
+        statement = query.split(" FROM")[0] if query.startswith(("COPY", "CHECKPOINT")) else "LOAD (relation fact counts)"
         flushes[-1]["statements"].append({"statement": statement, "start_mb": sampler.start,
                                           "growth_mb": sampler.peak - sampler.start, "seconds": seconds})
         return result
@@ -90,8 +86,25 @@ def instrument(flushes: list[dict]) -> None:
         flushes[-1].update(start_mb=sampler.start, peak_mb=sampler.peak, done=True,
                            seconds=round(time.perf_counter() - started, 1))
 
+    def recorded(step: str, method):
+        def run(writer: writer_module.GraphWriter) -> None:
+            saved = sorted(writer.pending.glob("*/*.parquet")) if writer.pending.is_dir() else []
+            rows_saved = sum(pq.read_metadata(path).num_rows for path in saved)
+            started = time.perf_counter()
+            with PeakSampler() as sampler:
+                method(writer)
+            close[step] = {"start_mb": sampler.start, "peak_mb": sampler.peak,
+                           "seconds": round(time.perf_counter() - started, 1)}
+            if method is apply_updates:
+                close[step].update(files_saved=len(saved), rows_saved=rows_saved)
+        return run
+
+    execute, flush = KG.execute, writer_module.GraphWriter.flush
+    apply_updates, flag_hubs = writer_module.GraphWriter.apply_updates, writer_module.GraphWriter._flag_hubs
     KG.execute = timed_execute
     writer_module.GraphWriter.flush = recorded_flush
+    writer_module.GraphWriter.apply_updates = recorded("updates of stored nodes", apply_updates)
+    writer_module.GraphWriter._flag_hubs = recorded("hub flags and summaries", flag_hubs)
 
 
 def main() -> None:
@@ -109,7 +122,8 @@ def main() -> None:
     from localkg.store import KG
 
     flushes: list[dict] = []
-    instrument(flushes)
+    close: dict = {}
+    instrument(flushes, close)
     arrow_uses_system_allocator()  # as `localkg load` does
     db = workdir / "db"
     shutil.rmtree(db, ignore_errors=True)
@@ -121,8 +135,8 @@ def main() -> None:
         entry["seconds_outside_statements"] = round(entry["seconds"] - sum(s["seconds"] for s in entry["statements"]), 1)
         entry["peak_vs_first"] = round(entry["peak_mb"] / copied[0]["peak_mb"], 2)
         entry["seconds_vs_first"] = round(entry["seconds"] / copied[0]["seconds"], 2)
-    print(json.dumps({"lines": made["lines"],
-                      "buffer_pool_mb": args.buffer_pool_mb, "flushes": copied}))
+    print(json.dumps({"lines": made["lines"], "buffer_pool_mb": args.buffer_pool_mb, "flushes": copied,
+                      "close": close}))
 
 
 if __name__ == "__main__":

@@ -448,6 +448,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
             within_pool(writer.flush)
             if damaged is not None:
                 raise damaged
+            within_pool(writer.apply_updates)  # finish reads node attributes
             report.details.update(fmt.finish(kg, writer, checkpoint.state))
             changed_here = writer.totals.facts_added or writer.totals.nodes_added or writer.totals.nodes_updated
         if not changed_here and (changed_before or report.details.get("cvt_nodes_marked")):

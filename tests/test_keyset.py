@@ -124,3 +124,24 @@ def test_runs_written_before_ranged_names_are_read_and_added_to(tmp_path: Path) 
     keys.add(batches[2])
     assert len(keys) == 300 and keys.contains(np.concatenate(batches)).all()
     assert len(KeySet(directory)) == 300
+
+
+def test_a_set_with_values_maps_each_key_to_its_value_across_merges_and_reopens(tmp_path: Path) -> None:
+    keys = KeySet(tmp_path / "keys", with_values=True)
+    expected: dict[int, int] = {}
+    for number, batch in enumerate(disjoint_batches(40, 250, seed=3)):
+        values = np.arange(len(batch)) + number * 1_000
+        keys.add(batch, values)
+        expected.update(zip(batch.tolist(), values.tolist()))
+    assert keys.run_count < 40 and keys.has_values
+    probe = np.concatenate([np.array(list(expected), dtype=np.uint64)[::3], disjoint_batches(1, 50, seed=4)[0]])
+    wanted = [expected.get(int(key), -1) for key in probe]
+    assert keys.lookup(probe).tolist() == wanted
+    assert KeySet(tmp_path / "keys", with_values=True).lookup(probe).tolist() == wanted
+    with pytest.raises(ValueError):
+        keys.add(np.array([1], dtype=np.uint64))
+
+
+def test_a_set_written_without_values_says_so(tmp_path: Path) -> None:
+    KeySet(tmp_path / "keys").add(np.array([3, 1], dtype=np.uint64))
+    assert not KeySet(tmp_path / "keys", with_values=True).has_values

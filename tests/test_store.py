@@ -223,6 +223,8 @@ def test_paths_do_not_walk_through_hubs(tmp_path: Path) -> None:
 
 
 def test_old_format_database_is_upgraded_on_open(tmp_path: Path) -> None:
+    """A format-1 database (no hub flags, no sequence numbers, no hash sets) opens read-write,
+    is upgraded, and takes appends, including updates of the nodes it already held."""
     import kuzu
 
     from localkg.store import schema
@@ -232,13 +234,23 @@ def test_old_format_database_is_upgraded_on_open(tmp_path: Path) -> None:
     old = kuzu.Database(str(db / schema.GRAPH_FILE))
     connection = kuzu.Connection(old)
     for statement in schema.DDL:
-        connection.execute(statement.replace(", hub BOOLEAN DEFAULT false", ""))
+        connection.execute(statement.replace(", hub BOOLEAN DEFAULT false, seq INT64", ""))
+    connection.execute("CREATE (:Node {id: 'a', name: 'a', kind: 'entity'})-[:Fact {rel: 'r'}]->"
+                       "(:Node {id: 'b', name: 'b', kind: 'entity'})")
+    connection.execute("CREATE (:Relation {id: 'r', label: 'r', description: '', facts: 1})")
     connection.close()
     old.close()
     (db / schema.MANIFEST_FILE).write_text('{"format": 1, "generation": 0}')
     with pytest.raises(DatabaseNotFoundError, match="open it once read-write"):
         KG.open(db, read_only=True)
     with KG.open(db) as kg:
-        kg.add_triples([("a", "r", "b")])
         assert kg.manifest["format"] == schema.FORMAT_VERSION
-        assert [str(p) for p in kg.paths("a", "b", max_hops=1)] == ["a —r→ b"]
+        batch = FactBatch()
+        batch.add_fact("b", "r", "c")
+        batch.add_entity("b", name="Bee", explicit=True, aliases=["the b"])
+        with kg.writer() as writer:
+            writer.write(batch)
+        assert kg.node("b").name == "Bee" and list(kg.node("b").aliases) == ["the b"]
+        numbers = [row[0] for row in kg.execute("MATCH (n:Node) RETURN n.seq ORDER BY n.seq").get_all()]
+        assert numbers == [0, 1, 2]
+        assert [str(p) for p in kg.paths("a", "c", max_hops=2)] == ["a —r→ Bee —r→ c"]

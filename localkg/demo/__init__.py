@@ -35,7 +35,8 @@ def ensure_demo_db(path: Path | None = None, progress: bool = False) -> Path:
     path = Path(path) if path else cache_dir() / "demo-db"
     done = path / "demo-complete"
     if done.exists():
-        return path
+        with KG.open(path):  # upgrades a demo database that an older localkg built
+            return path
     with KG.open(path, create=True) as kg:
         load_triples(kg, [triples_file()], format="psv", progress=progress)
     done.write_text("built from the bundled movies.psv\n")

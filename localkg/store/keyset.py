@@ -20,6 +20,10 @@ written under a temporary name first. A crash after a merge is written but
 before its inputs are deleted leaves runs whose range another run covers; the
 next open deletes those, so no key is counted twice.
 
+A set may carry one 64-bit value per key (the node set carries each node's
+load sequence number, ``writer.py``): each run then has a ``.values.npy``
+file beside it, in the run's key order, written before the run itself.
+
 With 64-bit hashes the chance of any collision among 10⁸ keys is about
 3·10⁻⁴; a collision would drop one fact as a "duplicate". That trade is
 documented in docs/architecture.md.
@@ -75,17 +79,20 @@ def find_sorted(sorted_hashes: np.ndarray, hashes: np.ndarray) -> tuple[np.ndarr
     return positions, np.asarray(sorted_hashes[positions]) == hashes
 
 
-def merge_sorted_runs(runs: list[np.ndarray], out: np.ndarray, block_keys: int = MERGE_BLOCK_KEYS) -> None:
+def merge_sorted_runs(runs: list[np.ndarray], out: np.ndarray, block_keys: int = MERGE_BLOCK_KEYS,
+                      values: list[np.ndarray] | None = None, out_values: np.ndarray | None = None) -> None:
     """Merge ascending runs into ``out`` (as long as all of them), reading at most about
-    ``block_keys`` keys at a time.
+    ``block_keys`` keys at a time; with ``values`` (one array per run, in its key order), move
+    them along into ``out_values``.
 
     Each step cuts at the smallest of the runs' block ends, so every run gives at most one block
     and the run that set the cut gives a whole one.
 
-    >>> out = np.zeros(6, dtype=np.uint64)
-    >>> merge_sorted_runs([np.array([1, 4, 9], dtype=np.uint64), np.array([2, 3, 10], dtype=np.uint64)], out, 2)
-    >>> out.tolist()
-    [1, 2, 3, 4, 9, 10]
+    >>> out, out_values = np.zeros(6, dtype=np.uint64), np.zeros(6, dtype=np.int64)
+    >>> merge_sorted_runs([np.array([1, 4, 9], dtype=np.uint64), np.array([2, 3, 10], dtype=np.uint64)], out, 2,
+    ...                   [np.array([10, 40, 90]), np.array([20, 30, 100])], out_values)
+    >>> out.tolist(), out_values.tolist()
+    ([1, 2, 3, 4, 9, 10], [10, 20, 30, 40, 90, 100])
     """
     block = max(1, block_keys // max(1, len(runs)))
     positions = [0] * len(runs)
@@ -95,15 +102,22 @@ def merge_sorted_runs(runs: list[np.ndarray], out: np.ndarray, block_keys: int =
         if not live:
             return
         cut = min(runs[i][min(positions[i] + block, len(runs[i])) - 1] for i in live)
-        pieces = []
+        pieces, value_pieces = [], []
         for i in live:
             window = runs[i][positions[i]:positions[i] + block]
             taken = int(np.searchsorted(window, cut, side="right"))
             pieces.append(np.asarray(window[:taken]))
+            if values is not None:
+                value_pieces.append(np.asarray(values[i][positions[i]:positions[i] + taken]))
             positions[i] += taken
-        merged = np.sort(np.concatenate(pieces))
-        out[written:written + len(merged)] = merged
-        written += len(merged)
+        keys = np.concatenate(pieces)
+        if out_values is None:
+            out[written:written + len(keys)] = np.sort(keys)
+        else:
+            order = np.argsort(keys, kind="stable")
+            out[written:written + len(keys)] = keys[order]
+            out_values[written:written + len(keys)] = np.concatenate(value_pieces)[order]
+        written += len(keys)
 
 
 @dataclass(frozen=True)
@@ -125,20 +139,27 @@ class _Run:
     def covers(self, other: "_Run") -> bool:
         return self is not other and self.first <= other.first and other.last <= self.last
 
+    @property
+    def values_path(self) -> Path:
+        return self.path.with_suffix(".values.npy")
+
 
 class KeySet:
-    """A set of uint64 hashes stored as sorted runs in one directory."""
+    """A set of uint64 hashes stored as sorted runs in one directory; with ``with_values``, a map
+    from each hash to an int64 value."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, with_values: bool = False):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.with_values = with_values
         self._runs: list[_Run] = []
         self._arrays: list[np.ndarray] = []
+        self._values: list[np.ndarray | None] = []
         self._load_runs()
 
     def _load_runs(self) -> None:
-        """Read the run files, oldest first, deleting runs that a completed merge covers and
-        files a crash left half written."""
+        """Read the run files, oldest first, deleting runs that a completed merge covers, values
+        whose run a crash did not write, and files a crash left half written."""
         for partial in self.directory.glob("run-*.part"):
             partial.unlink()
         runs = [run for path in self.directory.glob("run-*.npy") if (run := _Run.parse(path)) is not None]
@@ -146,10 +167,21 @@ class KeySet:
         for run in runs:
             if any(other.covers(run) for other in runs):
                 run.path.unlink()
+                run.values_path.unlink(missing_ok=True)
             else:
                 kept.append(run)
+        for values in self.directory.glob("run-*.values.npy"):
+            if not values.with_suffix("").with_suffix(".npy").exists():
+                values.unlink()
         self._runs = sorted(kept, key=lambda run: run.first)
         self._arrays = [np.load(run.path, mmap_mode="r") for run in self._runs]
+        self._values = [np.load(run.values_path, mmap_mode="r") if run.values_path.exists() else None
+                        for run in self._runs]
+
+    @property
+    def has_values(self) -> bool:
+        """Whether every run carries its values (false for a set written without them)."""
+        return all(values is not None for values in self._values)
 
     def __len__(self) -> int:
         return int(sum(len(array) for array in self._arrays))
@@ -165,16 +197,34 @@ class KeySet:
             found |= find_sorted(array, hashes)[1]
         return found
 
-    def add(self, hashes: np.ndarray) -> None:
-        """Add hashes (which the caller has already checked are new) as a new run, then merge
-        the newest runs while the run before them is no larger than they are together."""
+    def lookup(self, hashes: np.ndarray) -> np.ndarray:
+        """The value of each of ``hashes`` (int64), -1 for those not in the set."""
+        found = np.full(len(hashes), -1, dtype=np.int64)
+        for array, values in zip(self._arrays, self._values):
+            positions, present = find_sorted(array, hashes)
+            found[present] = values[positions[present]]
+        return found
+
+    def add(self, hashes: np.ndarray, values: np.ndarray | None = None) -> None:
+        """Add hashes (which the caller has already checked are new, and distinct when they come
+        with ``values``) as a new run, then merge the newest runs while the run before them is no
+        larger than they are together."""
         if len(hashes) == 0:
             return
+        if self.with_values != (values is not None):
+            raise ValueError("a set with values takes a value per hash; a plain set takes none")
         number = self._runs[-1].last + 1 if self._runs else 0
-        path = self.directory / f"run-{number:06d}-{number:06d}.npy"
-        write_atomically(path, lambda handle: np.save(handle, sorted_distinct(hashes)))
-        self._runs.append(_Run(number, number, path))
-        self._arrays.append(np.load(path, mmap_mode="r"))
+        run = _Run(number, number, self.directory / f"run-{number:06d}-{number:06d}.npy")
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        if values is None:
+            write_atomically(run.path, lambda handle: np.save(handle, sorted_distinct(hashes)))
+        else:
+            order = np.argsort(hashes, kind="stable")
+            write_atomically(run.values_path, lambda handle: np.save(handle, np.asarray(values, np.int64)[order]))
+            write_atomically(run.path, lambda handle: np.save(handle, hashes[order]))
+        self._runs.append(run)
+        self._arrays.append(np.load(run.path, mmap_mode="r"))
+        self._values.append(np.load(run.values_path, mmap_mode="r") if values is not None else None)
         sizes = [len(array) for array in self._arrays]
         count, total = 1, sizes[-1]
         while count < len(sizes) and sizes[-count - 1] <= total:
@@ -195,27 +245,41 @@ class KeySet:
         self._load_runs()
 
     def _merge(self, start: int) -> None:
-        """Merge the runs from position ``start`` on into one that names their whole range."""
+        """Merge the runs from position ``start`` on into one that names their whole range (its
+        values file, if any, is renamed into place before the run)."""
         inputs, arrays = self._runs[start:], self._arrays[start:]
-        path = self.directory / f"run-{inputs[0].first:06d}-{inputs[-1].last:06d}.npy"
+        values = self._values[start:] if self.has_values else None
+        merged = _Run(inputs[0].first, inputs[-1].last,
+                      self.directory / f"run-{inputs[0].first:06d}-{inputs[-1].last:06d}.npy")
         total = sum(len(array) for array in arrays)
 
-        def write(handle) -> None:
-            np.lib.format.write_array_header_1_0(
-                handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.uint64)), "fortran_order": False,
-                         "shape": (total,)})
-            handle.flush()
-            offset = handle.tell()
-            handle.truncate(offset + total * 8)
-            out = np.memmap(handle, dtype=np.uint64, mode="r+", offset=offset, shape=(total,))
-            merge_sorted_runs(arrays, out, MERGE_BLOCK_KEYS)
+        def write_keys(key_handle) -> None:
+            out = _npy_memmap(key_handle, total, np.uint64)
+            if values is None:
+                merge_sorted_runs(arrays, out, MERGE_BLOCK_KEYS)
+            else:
+                def write_values(value_handle) -> None:
+                    out_values = _npy_memmap(value_handle, total, np.int64)
+                    merge_sorted_runs(arrays, out, MERGE_BLOCK_KEYS, values, out_values)
+                    out_values.flush()
+                write_atomically(merged.values_path, write_values)
             out.flush()
-            del out
 
-        write_atomically(path, write)
+        write_atomically(merged.path, write_keys)
         for run in inputs:
             run.path.unlink()
+            run.values_path.unlink(missing_ok=True)
         self._load_runs()
+
+
+def _npy_memmap(handle, length: int, dtype: type) -> np.memmap:
+    """A writable memory map of a new ``.npy`` array of ``length`` items in the open file."""
+    np.lib.format.write_array_header_1_0(
+        handle, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (length,)})
+    handle.flush()
+    offset = handle.tell()
+    handle.truncate(offset + length * np.dtype(dtype).itemsize)
+    return np.memmap(handle, dtype=dtype, mode="r+", offset=offset, shape=(length,))
 
 
 def write_atomically(path: Path, write) -> None:

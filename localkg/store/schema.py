@@ -15,7 +15,11 @@ one relationship table every fact, with the relation id as a property: one
 table per predicate breaks Kùzu at thousands of predicates (kuzu#4943) and
 makes untyped traversals slow. ``Node.hub`` flags super-nodes (more than
 ``hub_degree`` facts, 10,000 by default) that path search does not walk
-through. ``HasRel`` summarises, per hub, which
+through. ``Node.seq`` numbers nodes in the order loads staged them: Kùzu
+keeps each column chunk's minimum and maximum, so a filter on a range of
+``seq`` reads only the node groups that hold it, where a match on ``id``
+reads every node (the writer's updates of stored nodes rely on it).
+``HasRel`` summarises, per hub, which
 relations it has in which direction and how many, so listing a hub's
 relations reads a few summary rows instead of scanning all its edges. Other
 nodes have no summary: their at most ``hub_degree`` edges are counted when
@@ -34,7 +38,7 @@ ways. Databases created before this keep both directions and read the same.
 """
 from __future__ import annotations
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 HUB_DEGREE = 10_000
 GRAPH_FILE = "graph.kuzu"
 MANIFEST_FILE = "manifest.json"
@@ -47,7 +51,7 @@ STAGED_DIR = "staged"
 DDL = (
     "CREATE NODE TABLE Node(id STRING, name STRING, kind STRING, aliases STRING[], "
     "description STRING, types STRING[], value STRING, datatype STRING, lang STRING, hub BOOLEAN DEFAULT false, "
-    "PRIMARY KEY(id))",
+    "seq INT64, PRIMARY KEY(id))",
     "CREATE NODE TABLE Relation(id STRING, label STRING, description STRING, facts INT64, PRIMARY KEY(id))",
     "CREATE NODE TABLE Label(id STRING, PRIMARY KEY(id))",
     "CREATE REL TABLE Fact(FROM Node TO Node, rel STRING)",
@@ -55,11 +59,12 @@ DDL = (
     "CREATE REL TABLE Names(FROM Label TO Node, how STRING) WITH (storage_direction = 'fwd')",
 )
 
-NODE_COLUMNS = ("id", "name", "kind", "aliases", "description", "types", "value", "datatype", "lang", "hub")
-
 # Format 1 -> 2: nodes with more than the manifest's ``hub_degree`` facts are flagged, so path
 # search does not enumerate walks through super-nodes (a hub with a million edges).
-MIGRATIONS = {1: ("ALTER TABLE Node ADD hub BOOLEAN DEFAULT false",)}
+# Format 2 -> 3: every node has a load sequence number ``seq`` (writer.py), so that updates of stored
+# nodes can be confined to a range of them; the nodes already stored are numbered by their offset.
+MIGRATIONS = {1: ("ALTER TABLE Node ADD hub BOOLEAN DEFAULT false",),
+              2: ("ALTER TABLE Node ADD seq INT64 DEFAULT -1", "MATCH (n:Node) SET n.seq = offset(id(n))")}
 
 
 def normalise_label(text: str) -> str:
