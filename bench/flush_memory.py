@@ -93,6 +93,8 @@ def instrument(flushes: list[dict], close: dict) -> None:
             started = time.perf_counter()
             with PeakSampler() as sampler:
                 method(writer)
+            if step in close and not saved:  # the loader applies updates before the writer closes
+                return
             close[step] = {"start_mb": sampler.start, "peak_mb": sampler.peak,
                            "seconds": round(time.perf_counter() - started, 1)}
             if method is apply_updates:
