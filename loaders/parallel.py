@@ -448,6 +448,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
             within_pool(writer.flush)
             if damaged is not None:
                 raise damaged
+            bar.set_postfix_str(f"{report.lines_read:,} lines; applying updates of stored nodes", refresh=True)
             within_pool(writer.apply_updates)  # finish reads node attributes
             report.details.update(fmt.finish(kg, writer, checkpoint.state))
             changed_here = writer.totals.facts_added or writer.totals.nodes_added or writer.totals.nodes_updated
