@@ -34,7 +34,7 @@ invalid UTF-8, blank) is always rejected.
 CVT (mediator) nodes are machine ids that never get a name. A name may come
 after the edges that mention a node, and in another chunk, so this is decided
 once at the end of the load: every ``m.``/``g.`` entity without a name
-becomes kind ``cvt``, in batches of one Cypher update. That is the rule of the
+becomes kind ``cvt``, a range of node sequence numbers at a time. That is the rule of the
 KGQA literature (ToG calls them "UnName_Entity"); it also marks the few real
 entities that have no name in the requested languages, which reasoners then
 treat as mediators to hop through.
@@ -68,7 +68,6 @@ PREFIXES = (
 )
 DEFAULT_FILTER = Path(__file__).with_name("data") / "freebase_filter.txt"
 _FACT, _FILTERED, _BAD = len(ROLES), len(ROLES) + 1, len(ROLES) + 2  # predicate kinds after the attribute roles
-CVT_UPDATE_BATCH = 500_000
 
 
 def freebase_id(iri: str) -> str:
@@ -246,24 +245,26 @@ class FreebaseFormat(DumpFormat):
                     labelled += 1
             if batch.relation_info:
                 writer.write(batch)
-        return {"relations_labelled": labelled, "cvt_nodes_marked": mark_cvt_nodes(kg)}
+        return {"relations_labelled": labelled, "cvt_nodes_marked": mark_cvt_nodes(kg, writer.update_span)}
 
 
-def mark_cvt_nodes(kg: Any) -> int:
+def mark_cvt_nodes(kg: Any, span: int) -> int:
     """Every ``m.``/``g.`` entity without a name becomes a CVT node; returns how many changed.
 
-    Batched with ``LIMIT`` so one transaction never holds more than a bounded number of updates.
+    One pass over the nodes, ``span`` sequence numbers at a time (the writer's range for updates,
+    sized to the buffer pool), each range its own transaction followed by a checkpoint: Kùzu then
+    reads only the range's node groups and holds only their changes. Batches of the first so
+    many matches rescanned the whole table each time, and held changes spread over all of it.
     """
+    top = kg.execute("MATCH (n:Node) RETURN max(n.seq)").get_all()[0][0]
     marked = 0
-    while True:
-        rows = kg.execute(
-            "MATCH (n:Node) WHERE n.kind = 'entity' AND (n.name IS NULL OR n.name = '') "
-            "AND (starts_with(n.id, 'm.') OR starts_with(n.id, 'g.')) "
-            f"WITH n LIMIT {int(CVT_UPDATE_BATCH)} SET n.kind = '{CVT}' RETURN count(*)").get_all()
-        changed = int(rows[0][0]) if rows else 0
-        marked += changed
-        if changed < CVT_UPDATE_BATCH:
-            return marked
+    for low in range(0, -1 if top is None else top + 1, span):
+        marked += int(kg.execute(
+            "MATCH (n:Node) WHERE n.seq >= $low AND n.seq < $high AND n.kind = 'entity' "
+            "AND (n.name IS NULL OR n.name = '') AND (starts_with(n.id, 'm.') OR starts_with(n.id, 'g.')) "
+            "SET n.kind = $cvt RETURN count(*)", {"low": low, "high": low + span, "cvt": CVT}).get_all()[0][0])
+        kg.execute("CHECKPOINT")
+    return marked
 
 
 def _parsed(parse: Any, term: str) -> Any:
