@@ -151,27 +151,34 @@ class GraphWriter:
 
     def _flag_hubs(self) -> None:
         """Flag the nodes that now have more than ``hub_degree`` facts, and count their relation
-        summary from their edges, in one transaction.
+        summary from their edges, a range of :attr:`update_span` sequence numbers at a time.
 
         Degrees only grow on append, and a node becomes a hub at the close of the load that took
         it past the threshold; from then on the writes append to its summary (``_stage_summaries``).
-        The flag and the summary commit together, so ``KG.relations`` never reads the summary of
-        a hub that has none; after a crash before the commit, the next load that changes the
-        graph flags the node.
+        A range's flags and summaries commit together, so ``KG.relations`` never reads the summary
+        of a hub that has none; after a crash before a commit, the next load that changes the graph
+        flags the node. Ranges keep each transaction's degree counts to the range's nodes (one
+        count over every fact held a row per node of the table).
         """
         threshold = int(self.kg.manifest.get("hub_degree", schema.HUB_DEGREE))
-        with self._transaction():
-            hubs = [row[0] for row in self.kg._run(
-                "MATCH (n:Node)-[f:Fact]-() WHERE NOT n.hub WITH n, count(f) AS degree "
-                "WHERE degree > $threshold SET n.hub = true RETURN n.id", {"threshold": threshold})]
-            if not hubs:
-                return
-            # Databases written before summaries were kept for hubs only have rows for every node.
-            self.kg.execute("MATCH (n:Node)-[h:HasRel]->() WHERE list_contains($ids, n.id) DELETE h", {"ids": hubs})
-            for pattern, direction in (("-[f:Fact]->", OUT), ("<-[f:Fact]-", IN)):
-                self.kg.execute(f"MATCH (n:Node){pattern}() WHERE list_contains($ids, n.id) "
-                                "WITH n, f.rel AS rel, count(*) AS facts MATCH (r:Relation {id: rel}) "
-                                "CREATE (n)-[:HasRel {dir: $dir, n: facts}]->(r)", {"ids": hubs, "dir": direction})
+        top = self.kg._run("MATCH (n:Node) RETURN max(n.seq)")[0][0]
+        for low in range(0, -1 if top is None else top + 1, self.update_span):
+            with self._transaction():
+                hubs = [row[0] for row in self.kg._run(
+                    "MATCH (n:Node)-[f:Fact]-() WHERE n.seq >= $low AND n.seq < $high AND NOT n.hub "
+                    "WITH n, count(f) AS degree WHERE degree > $threshold SET n.hub = true RETURN n.id",
+                    {"low": low, "high": low + self.update_span, "threshold": threshold})]
+                if hubs:
+                    self._summarise_new_hubs(hubs)
+
+    def _summarise_new_hubs(self, hubs: list[str]) -> None:
+        """Count the relation summary of nodes just flagged as hubs from their edges."""
+        # Databases written before summaries were kept for hubs only have rows for every node.
+        self.kg.execute("MATCH (n:Node)-[h:HasRel]->() WHERE list_contains($ids, n.id) DELETE h", {"ids": hubs})
+        for pattern, direction in (("-[f:Fact]->", OUT), ("<-[f:Fact]-", IN)):
+            self.kg.execute(f"MATCH (n:Node){pattern}() WHERE list_contains($ids, n.id) "
+                            "WITH n, f.rel AS rel, count(*) AS facts MATCH (r:Relation {id: rel}) "
+                            "CREATE (n)-[:HasRel {dir: $dir, n: facts}]->(r)", {"ids": hubs, "dir": direction})
 
     def apply_updates(self) -> None:
         """Apply the updates of stored nodes that the flushes saved (:meth:`close` does too; a load
