@@ -367,7 +367,6 @@ class GraphWriter:
         self._changed = self._changed or counts.facts_added > 0 or counts.nodes_added > 0 or counts.nodes_updated > 0
         if self._staged_rows >= self.flush_rows:
             self.flush()
-            self.kg.reopen()  # more writes follow: free what Kùzu kept from the copies
         return counts
 
     def flush(self) -> None:
@@ -400,6 +399,7 @@ class GraphWriter:
         marker.unlink()
         self._staged_rows = 0
         self._changed = True
+        self.kg.reopen()  # more writes or the end-of-load passes follow: free what Kùzu kept from the copies
 
     def _copy_staged(self, batches: list[Path]) -> None:
         """The flush's statements: nodes (with the updates of staged nodes folded in, those of stored
