@@ -4,7 +4,8 @@ Generates Freebase-format dumps with ``../shared/tools/make_dump.py`` and loads 
 (a) with localkg (streaming, worker processes, Kùzu) and (b) with pyoxigraph's
 ``Store.bulk_load`` (RocksDB), both ending in a queryable on-disk store. Each load runs in its own
 child process; peak RSS is the largest sum of resident memory over the child and its worker
-processes, sampled from /proc every 0.1 s. Also measures localkg on a file 4x smaller, for the
+processes, sampled from /proc every 0.1 s. The localkg measured is the one installed (``pip install .``
+first, to measure a checkout). Also measures localkg on a file 4x smaller, for the
 RSS growth check (peak RSS must not grow with dump size), and a Wikidata JSON dump.
 
     python bench/load_dumps.py --lines 2000000 --growth-from 500000 --wikidata-entities 20000 --repeat 3
@@ -59,8 +60,7 @@ def tree_rss_kib(root: int) -> int:
 
 def run_child(args: list[str]) -> dict:
     """Run this script as a child doing one load; return its JSON plus peak tree RSS."""
-    process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
     peak = 0
     while process.poll() is None:
         peak = max(peak, tree_rss_kib(process.pid))
