@@ -1,0 +1,125 @@
+"""What a ``COPY`` into Kùzu's fact table costs in memory, against the nodes the store holds.
+
+Why: a dump load's peak memory grows with the dump (docs/benchmarks.md, "Dump loading") and the
+growth sits in each flush's ``COPY Fact``. This script isolates it from the loader: it builds
+stores of generated nodes with the real schema (``localkg.store.schema.DDL``), with facts in
+``Fact`` and an empty second fact table ``FactEmpty`` of the same shape, and then, in a fresh
+process per measurement, copies the same 1,000 facts into ``Fact`` (a table that holds facts)
+and, as the reference measured in the same run, into ``FactEmpty``. Each measurement samples the
+process's resident memory every 20 ms during the ``COPY`` and reports its growth.
+
+    python bench/copy_rel_memory.py --nodes 1000000 2000000 4000000 --workdir /tmp/copyrel
+
+Prints one JSON object: per store size, the growth of each copy, the growth per stored node,
+and the ratio of the two copies' growth.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flush_memory import PeakSampler  # bench/ is on the path when run as a script
+
+COPIED_FACTS = 1_000
+BUILD_STEP = 1_000_000
+
+
+def node_ids(low: int, high: int) -> pa.Array:
+    return pa.array([f"m.{number:09d}" for number in range(low, high)])
+
+
+def build_store(path: Path, nodes: int, facts_per_node: float) -> None:
+    """A store of ``nodes`` nodes and random facts between them in ``Fact``; ``FactEmpty`` empty."""
+    import kuzu
+
+    from localkg.store import schema
+
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    connection = kuzu.Connection(kuzu.Database(str(path / "graph.kuzu"), buffer_pool_size=1 << 30))
+    for statement in schema.DDL:
+        connection.execute(statement)
+    connection.execute("CREATE REL TABLE FactEmpty(FROM Node TO Node, rel STRING)")
+    rng = np.random.default_rng(0)
+    staged = path / "staged.parquet"
+    for low in range(0, nodes, BUILD_STEP):
+        high = min(nodes, low + BUILD_STEP)
+        pq.write_table(pa.table({"id": node_ids(low, high), "seq": pa.array(np.arange(low, high))}), staged)
+        connection.execute(f"COPY Node(id, seq) FROM '{staged}'")
+    facts = int(nodes * facts_per_node)
+    for low in range(0, facts, BUILD_STEP):
+        count = min(BUILD_STEP, facts - low)
+        ends = rng.integers(0, nodes, (2, count))
+        pq.write_table(pa.table({"from": pa.array([f"m.{n:09d}" for n in ends[0]]),
+                                 "to": pa.array([f"m.{n:09d}" for n in ends[1]]),
+                                 "rel": pa.array([f"domain.type.relation_{n % 500}" for n in ends[0]])}), staged)
+        connection.execute(f"COPY Fact FROM '{staged}'")
+    ends = rng.integers(0, nodes, (2, COPIED_FACTS))
+    pq.write_table(pa.table({"from": pa.array([f"m.{n:09d}" for n in ends[0]]),
+                             "to": pa.array([f"m.{n:09d}" for n in ends[1]]),
+                             "rel": pa.array(["domain.type.copied"] * COPIED_FACTS)}), path / "copied.parquet")
+    staged.unlink()
+    connection.execute("CHECKPOINT")
+
+
+def measure_copy(path: Path, table: str) -> dict:
+    """In this process: open the store, copy the 1,000 facts into ``table``; the memory it took.
+
+    Run on a copy of the store, so that every measurement starts from the same files."""
+    import kuzu
+
+    connection = kuzu.Connection(kuzu.Database(str(path / "graph.kuzu"), buffer_pool_size=1 << 30))
+    connection.execute("MATCH (n:Node) RETURN count(*)")
+    with PeakSampler() as sampler:
+        connection.execute(f"COPY {table} FROM '{path / 'copied.parquet'}'")
+    return {"growth_mb": sampler.peak - sampler.start}
+
+
+def measured_in_fresh_process(store: Path, table: str) -> dict:
+    scratch = store.with_name(store.name + "-scratch")
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(store, scratch)
+    try:
+        output = subprocess.run([sys.executable, __file__, "--measure", str(scratch), table],
+                                check=True, capture_output=True, text=True).stdout
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return json.loads(output)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1_000_000, 2_000_000, 4_000_000])
+    parser.add_argument("--facts-per-node", type=float, default=0.5)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--measure", nargs=2, metavar=("STORE", "TABLE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure_copy(Path(args.measure[0]), args.measure[1])))
+        return
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="copyrel-"))
+    runs = []
+    for nodes in args.nodes:
+        store = workdir / f"store-{nodes}"
+        build_store(store, nodes, args.facts_per_node)
+        filled = measured_in_fresh_process(store, "Fact")["growth_mb"]
+        empty = measured_in_fresh_process(store, "FactEmpty")["growth_mb"]
+        runs.append({"stored_nodes": nodes, "stored_facts": int(nodes * args.facts_per_node),
+                     "copied_facts": COPIED_FACTS, "copy_into_fact_mb": filled, "copy_into_empty_table_mb": empty,
+                     "bytes_per_stored_node": round((filled - empty) * (1 << 20) / nodes),
+                     "ratio_to_empty_table": round(filled / max(empty, 1), 1)})
+        shutil.rmtree(store)
+    print(json.dumps({"buffer_pool_mb": 1024, "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
