@@ -10,12 +10,18 @@ worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, whic
 * stages the new rows of each batch as Parquet files in ``DB/staged/`` (one
   directory per batch, complete once renamed into place), so a batch costs
   NumPy, Arrow and a few file writes, and no Kùzu commit;
-* flushes the staged batches into Kùzu with one ``COPY`` per table, all inside
-  one transaction, when the rows :func:`flush_rows_for_pool` allows have gathered, when asked
+* flushes the staged batches into Kùzu with one ``COPY`` per table when the rows
+  :func:`flush_rows_for_pool` allows have gathered, when asked
   (:meth:`GraphWriter.flush`) and when it closes. Kùzu's commit cost grows with
   the tables it writes into (a 2M-line Freebase load spent 18 s in Kùzu with
   one transaction per 64 MB batch, 6 s with one for the whole load), so few,
-  large ``COPY`` statements are what makes a dump load fast;
+  large ``COPY`` statements are what makes a dump load fast. Each table's
+  ``COPY`` is a transaction of its own, and the database is reopened after
+  each: a ``COPY`` into a relationship table that already holds rows takes
+  memory for every node group of its node table (about 130 bytes per node for
+  ``Fact``, 68 for the forward-only ``HasRel``, whatever it copies;
+  ``bench/copy_rel_memory.py``), which Kùzu frees only when the database
+  closes, so in one transaction the tables' costs added up;
 * keeps the relation summary of hub nodes (``HasRel``, see ``schema.py``) and
   the relation catalogue's fact counts up to date: a hub's new facts are
   summarised as they are staged, and a node that passes ``hub_degree`` when the
@@ -25,9 +31,11 @@ worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, whic
 Pandas string columns crash kuzu 0.11.3; Arrow/Parquet does not.
 
 A crash loses nothing that was staged. A flush writes ``staged/flushing.json``
-(the batches and the counts the database will have) before it commits; a
-writer that finds it compares those counts with the database's and drops the
-batches only if the commit happened. If the process dies between staging a
+(the batches, and the counts the database has and will have) before its first
+transaction; a writer that finds it compares those counts with the database's:
+it drops the batches if every step committed, forgets the record if none did,
+and otherwise finishes the flush, skipping the tables that already hold their
+rows. If the process dies between staging a
 batch and saving the hash sets, the next writer notices that the sets disagree
 with the database plus the staged batches and rebuilds them from both. A
 writer opening on staged batches flushes them first.
@@ -56,8 +64,9 @@ import json
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -76,7 +85,13 @@ if TYPE_CHECKING:
 
 KEYSETS = ("nodes", "facts", "labels", "names")
 POOL_BYTES_PER_FLUSHED_ROW = 256
-COPIED_AS_STAGED = ("Label", "Names", "Fact", "HasRel")
+_COUNTED = {  # what a flush's steps add to, counted in the database
+    "nodes": "MATCH (n:Node) RETURN count(*)",
+    "labels": "MATCH (l:Label) RETURN count(*)",
+    "names": "MATCH ()-[x:Names]->() RETURN count(*)",
+    "facts": "MATCH ()-[f:Fact]->() RETURN count(*)",
+    "summaries": "MATCH ()-[s:HasRel]->() RETURN count(*)",
+}
 _FLUSH_MARKER = "flushing.json"
 _MERGED_SCALARS = ("name", "kind", "description")  # what a node update may change
 _MERGED_LISTS = ("aliases", "types")  # ... and what it may add to
@@ -253,13 +268,11 @@ class GraphWriter:
 
     # ------------------------------------------------------------------ consistency
     def _database_counts(self) -> dict[str, int]:
-        run = self.kg._run
-        return {
-            "nodes": run("MATCH (n:Node) RETURN count(*)")[0][0],
-            "facts": run("MATCH ()-[f:Fact]->() RETURN count(*)")[0][0],
-            "labels": run("MATCH (l:Label) RETURN count(*)")[0][0],
-            "names": run("MATCH ()-[x:Names]->() RETURN count(*)")[0][0],
-        }
+        """The rows each table holds, under the names of :data:`_COUNTED` (and of the hash sets)."""
+        return {name: self._database_count(name) for name in _COUNTED}
+
+    def _database_count(self, name: str) -> int:
+        return self.kg._run(_COUNTED[name])[0][0]
 
     def _batches(self) -> list[Path]:
         """The complete staged batches, oldest first."""
@@ -268,7 +281,9 @@ class GraphWriter:
         return sorted(path for path in self.staged.iterdir() if path.is_dir() and path.name.isdigit())
 
     def _recover_staged(self) -> None:
-        """Drop half-written batches, and the batches of a flush that committed before a crash."""
+        """Drop half-written batches; after a crash inside a flush, drop its batches if all of its
+        steps committed, forget it if none did, and keep its record if some did (the writer's first
+        flush then finishes it)."""
         if not self.staged.is_dir():
             return
         for part in self.staged.glob("*.part"):  # half-written batches, and a marker's temporary file
@@ -279,13 +294,31 @@ class GraphWriter:
         marker = self.staged / _FLUSH_MARKER
         if marker.exists():
             flush = json.loads(marker.read_text())
-            if flush["expected"] != flush["before"] and self._database_counts() == flush["expected"]:
+            counts = self._database_counts()
+            counts = {name: counts[name] for name in flush["before"]}  # records of older writers count fewer tables
+            if counts == flush["before"]:
+                marker.unlink()
+            elif counts == flush["expected"]:
                 for name in flush["batches"]:
                     shutil.rmtree(self.staged / name, ignore_errors=True)
-            marker.unlink()
+                marker.unlink()
+
+    def _flush_record(self, batches: list[Path]) -> dict:
+        """What flushing ``batches`` starts from and ends with: the record of a flush that was cut
+        off between its steps (the database then holds part of the batches), or counted now."""
+        marker = self.staged / _FLUSH_MARKER
+        names = [batch.name for batch in batches]
+        if marker.exists():
+            record = json.loads(marker.read_text())
+            if record["batches"] != names:
+                raise LoadError(f"the staged batches {names} are not those of the interrupted flush "
+                                f"{record['batches']} recorded in {marker}")
+            return record
+        before = self._database_counts()
+        return {"batches": names, "before": before, "expected": _with_staged(before, batches)}
 
     def _ensure_keys_match_database(self) -> None:
-        counts = _with_staged(self._database_counts(), self._batches())
+        counts = self._flush_record(self._batches())["expected"]
         if all(len(self.keys[name]) == counts[name] for name in KEYSETS) and self.keys["nodes"].has_values:
             return
         self._rebuild_keys()
@@ -331,8 +364,9 @@ class GraphWriter:
                     staged = pq.read_table(path, columns=columns + (["seq"] if keyset.with_values else []))
                     joined = (staged.column(columns[0]) if len(columns) == 1 else
                               pc.binary_join_element_wise(*(staged.column(c) for c in columns), SEP))
-                    keyset.add(hash_keys(joined.to_pylist()),
-                               staged.column("seq").to_numpy() if keyset.with_values else None)
+                    hashes = hash_keys(joined.to_pylist())
+                    fresh = ~keyset.contains(hashes)  # a flush cut off between its steps stored some
+                    keyset.add(hashes[fresh], staged.column("seq").to_numpy()[fresh] if keyset.with_values else None)
             keyset.compact()
 
     # ------------------------------------------------------------------ writing
@@ -370,12 +404,14 @@ class GraphWriter:
         return counts
 
     def flush(self) -> None:
-        """Copy every staged batch into Kùzu in one transaction (updates of stored nodes wait in
-        ``pending/`` for :meth:`close`).
+        """Copy every staged batch into Kùzu, one table per transaction, reopening the database
+        after each (updates of stored nodes wait in ``pending/`` for :meth:`close`; see the module
+        docstring).
 
-        Raises what Kùzu raises (e.g. "buffer pool is full"); the transaction is then rolled back
-        and the staged batches stay for the next writer, which flushes them when it opens; this
-        writer refuses to flush again (kuzu 0.11.3 aborts the process on a second rollback)."""
+        Raises what Kùzu raises (e.g. "buffer pool is full"); that step's transaction is then rolled
+        back and the staged batches stay for the next writer, which finishes the flush when it
+        opens; this writer refuses to flush again (kuzu 0.11.3 aborts the process on a second
+        rollback)."""
         if self._flush_failed:
             raise LoadError("an earlier flush of this writer failed; its writes stay staged for the next "
                             "writer, which flushes them when it opens")
@@ -384,32 +420,41 @@ class GraphWriter:
             return
         marker = self.staged / _FLUSH_MARKER
         try:
-            before = self._database_counts()
-            expected = _with_staged(before, batches)
-            record = {"batches": [b.name for b in batches], "before": before, "expected": expected}
+            record = self._flush_record(batches)
             write_atomically(marker, lambda handle: handle.write(json.dumps(record).encode()))
-            with self._transaction():
-                self._copy_staged(batches)
+            for name, copy in self._flush_steps():
+                if record["expected"][name] == record["before"][name]:
+                    copy(batches)  # nothing to copy (the node step may save updates of stored nodes)
+                elif self._database_count(name) != record["expected"][name]:  # else committed before an interruption
+                    with self._transaction():
+                        copy(batches)
+                    self.kg.reopen()  # Kùzu frees what a copy held only when the database closes
         except BaseException:
             self._flush_failed = True
-            marker.unlink(missing_ok=True)
             raise
         for batch in batches:
             shutil.rmtree(batch)
         marker.unlink()
         self._staged_rows = 0
         self._changed = True
-        self.kg.reopen()  # more writes or the end-of-load passes follow: free what Kùzu kept from the copies
 
-    def _copy_staged(self, batches: list[Path]) -> None:
-        """The flush's statements: nodes (with the updates of staged nodes folded in, those of stored
-        nodes saved for later), then labels, name links, facts, summaries and the relations' fact
-        counts."""
-        self._copy_nodes(batches)
-        for table in COPIED_AS_STAGED:
-            files = [_quote_path(path) for batch in batches if (path := batch / f"{table}.parquet").exists()]
-            if files:
-                self.kg.execute(f"COPY {table} FROM [{', '.join(repr(f) for f in files)}]")
+    def _flush_steps(self) -> list[tuple[str, Callable[[list[Path]], None]]]:
+        """A flush's transactions, in order, each named by the count it raises: nodes (with the
+        updates of staged nodes folded in, those of stored nodes saved for later), labels, name
+        links, facts with the relations' fact counts, hub summaries."""
+        return [("nodes", self._copy_nodes), ("labels", partial(self._copy_table, "Label")),
+                ("names", partial(self._copy_table, "Names")), ("facts", self._copy_facts),
+                ("summaries", partial(self._copy_table, "HasRel"))]
+
+    def _copy_table(self, table: str, batches: list[Path]) -> None:
+        files = [_quote_path(path) for batch in batches if (path := batch / f"{table}.parquet").exists()]
+        if files:
+            self.kg.execute(f"COPY {table} FROM [{', '.join(repr(f) for f in files)}]")
+
+    def _copy_facts(self, batches: list[Path]) -> None:
+        """The facts, and each relation's fact count raised by as many (in one transaction, so the
+        counts never disagree with the facts)."""
+        self._copy_table("Fact", batches)
         counted = _read_staged(batches, "RelationCount")
         if counted is not None:
             per_relation = counted.group_by("id", use_threads=False).aggregate([("n", "sum")])
@@ -613,6 +658,8 @@ def _with_staged(counts: dict[str, int], batches: list[Path]) -> dict[str, int]:
         staged = json.loads((batch / "counts.json").read_text())
         for name in KEYSETS:
             total[name] += staged[name]
+        if (summaries := batch / "HasRel.parquet").exists():
+            total["summaries"] += pq.read_metadata(summaries).num_rows
     return total
 
 
