@@ -245,24 +245,24 @@ class FreebaseFormat(DumpFormat):
                     labelled += 1
             if batch.relation_info:
                 writer.write(batch)
-        return {"relations_labelled": labelled, "cvt_nodes_marked": mark_cvt_nodes(kg, writer.update_span)}
+        return {"relations_labelled": labelled, "cvt_nodes_marked": mark_cvt_nodes(kg, writer.sequence_ranges())}
 
 
-def mark_cvt_nodes(kg: Any, span: int) -> int:
+def mark_cvt_nodes(kg: Any, ranges: list[tuple[int, int]]) -> int:
     """Every ``m.``/``g.`` entity without a name becomes a CVT node; returns how many changed.
 
-    One pass over the nodes, ``span`` sequence numbers at a time (the writer's range for updates,
-    sized to the buffer pool), each range its own transaction followed by a checkpoint: Kùzu then
-    reads only the range's node groups and holds only their changes. Batches of the first so
-    many matches rescanned the whole table each time, and held changes spread over all of it.
+    One pass over the nodes, a range of sequence numbers at a time (the writer's ranges for
+    updates, sized to the buffer pool), each range its own transaction followed by a checkpoint:
+    Kùzu then reads only the range's node groups and holds only their changes. Batches of the
+    first so many matches rescanned the whole table each time, and held changes spread over all
+    of it.
     """
-    top = kg.execute("MATCH (n:Node) RETURN max(n.seq)").get_all()[0][0]
     marked = 0
-    for low in range(0, -1 if top is None else top + 1, span):
+    for low, high in ranges:
         marked += int(kg.execute(
             "MATCH (n:Node) WHERE n.seq >= $low AND n.seq < $high AND n.kind = 'entity' "
             "AND (n.name IS NULL OR n.name = '') AND (starts_with(n.id, 'm.') OR starts_with(n.id, 'g.')) "
-            "SET n.kind = $cvt RETURN count(*)", {"low": low, "high": low + span, "cvt": CVT}).get_all()[0][0])
+            "SET n.kind = $cvt RETURN count(*)", {"low": low, "high": high, "cvt": CVT}).get_all()[0][0])
         kg.execute("CHECKPOINT")
     return marked
 

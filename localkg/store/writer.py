@@ -176,15 +176,20 @@ class GraphWriter:
         count over every fact held a row per node of the table).
         """
         threshold = int(self.kg.manifest.get("hub_degree", schema.HUB_DEGREE))
-        top = self.kg._run("MATCH (n:Node) RETURN max(n.seq)")[0][0]
-        for low in range(0, -1 if top is None else top + 1, self.update_span):
+        for low, high in self.sequence_ranges():
             with self._transaction():
                 hubs = [row[0] for row in self.kg._run(
                     "MATCH (n:Node)-[f:Fact]-() WHERE n.seq >= $low AND n.seq < $high AND NOT n.hub "
                     "WITH n, count(f) AS degree WHERE degree > $threshold SET n.hub = true RETURN n.id",
-                    {"low": low, "high": low + self.update_span, "threshold": threshold})]
+                    {"low": low, "high": high, "threshold": threshold})]
                 if hubs:
                     self._summarise_new_hubs(hubs)
+
+    def sequence_ranges(self) -> list[tuple[int, int]]:
+        """The ranges ``[low, high)`` of :attr:`update_span` sequence numbers that cover every stored
+        node, for passes over all nodes that must hold one range at a time."""
+        top = self.kg._run("MATCH (n:Node) RETURN max(n.seq)")[0][0]
+        return [(low, low + self.update_span) for low in range(0, -1 if top is None else top + 1, self.update_span)]
 
     def _summarise_new_hubs(self, hubs: list[str]) -> None:
         """Count the relation summary of nodes just flagged as hubs from their edges."""
@@ -269,10 +274,7 @@ class GraphWriter:
     # ------------------------------------------------------------------ consistency
     def _database_counts(self) -> dict[str, int]:
         """The rows each table holds, under the names of :data:`_COUNTED` (and of the hash sets)."""
-        return {name: self._database_count(name) for name in _COUNTED}
-
-    def _database_count(self, name: str) -> int:
-        return self.kg._run(_COUNTED[name])[0][0]
+        return {name: self.kg._run(query)[0][0] for name, query in _COUNTED.items()}
 
     def _batches(self) -> list[Path]:
         """The complete staged batches, oldest first."""
@@ -421,11 +423,13 @@ class GraphWriter:
         marker = self.staged / _FLUSH_MARKER
         try:
             record = self._flush_record(batches)
+            # a flush cut off between its steps resumes from what the database holds
+            held = self._database_counts() if marker.exists() else record["before"]
             write_atomically(marker, lambda handle: handle.write(json.dumps(record).encode()))
             for name, copy in self._flush_steps():
                 if record["expected"][name] == record["before"][name]:
                     copy(batches)  # nothing to copy (the node step may save updates of stored nodes)
-                elif self._database_count(name) != record["expected"][name]:  # else committed before an interruption
+                elif held[name] != record["expected"][name]:  # else committed before the interruption
                     with self._transaction():
                         copy(batches)
                     self.kg.reopen()  # Kùzu frees what a copy held only when the database closes
