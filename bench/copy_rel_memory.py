@@ -6,12 +6,16 @@ stores of generated nodes with the real schema (``localkg.store.schema.DDL``), w
 ``Fact`` and an empty second fact table ``FactEmpty`` of the same shape, and then, in a fresh
 process per measurement, copies the same 1,000 facts into ``Fact`` (a table that holds facts)
 and, as the reference measured in the same run, into ``FactEmpty``. Each measurement samples the
-process's resident memory every 20 ms during the ``COPY`` and reports its growth.
+process's resident memory every 20 ms during the ``COPY`` and reports its growth. A third copy,
+of 1M new nodes into ``Node``, shows what the node copies of a flush cost on the same store:
+with ``--buffer-pool-mb`` below the store's size, whether a cost is held within Kùzu's buffer
+pool (it stops growing at the pool's size) or outside it (it goes on growing with the store).
 
     python bench/copy_rel_memory.py --nodes 1000000 2000000 4000000 --workdir /tmp/copyrel
+    python bench/copy_rel_memory.py --nodes 4000000 16000000 --buffer-pool-mb 256 --workdir /tmp/copyrel
 
 Prints one JSON object: per store size, the growth of each copy, the growth per stored node,
-and the ratio of the two copies' growth.
+and the ratio of the two fact copies' growth.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import pyarrow.parquet as pq
 from flush_memory import PeakSampler  # bench/ is on the path when run as a script
 
 COPIED_FACTS = 1_000
+COPIED_NODES = 1_000_000
 BUILD_STEP = 1_000_000
 
 
@@ -67,29 +72,33 @@ def build_store(path: Path, nodes: int, facts_per_node: float) -> None:
     pq.write_table(pa.table({"from": pa.array([f"m.{n:09d}" for n in ends[0]]),
                              "to": pa.array([f"m.{n:09d}" for n in ends[1]]),
                              "rel": pa.array(["domain.type.copied"] * COPIED_FACTS)}), path / "copied.parquet")
+    pq.write_table(pa.table({"id": node_ids(nodes, nodes + COPIED_NODES),
+                             "seq": pa.array(np.arange(nodes, nodes + COPIED_NODES))}), path / "copied-nodes.parquet")
     staged.unlink()
     connection.execute("CHECKPOINT")
 
 
-def measure_copy(path: Path, table: str) -> dict:
-    """In this process: open the store, copy the 1,000 facts into ``table``; the memory it took.
+def measure_copy(path: Path, table: str, pool_mb: int) -> dict:
+    """In this process: open the store, copy the 1,000 facts (or, into ``Node``, the 1M new nodes)
+    into ``table``; the memory it took.
 
     Run on a copy of the store, so that every measurement starts from the same files."""
     import kuzu
 
-    connection = kuzu.Connection(kuzu.Database(str(path / "graph.kuzu"), buffer_pool_size=1 << 30))
+    connection = kuzu.Connection(kuzu.Database(str(path / "graph.kuzu"), buffer_pool_size=pool_mb << 20))
     connection.execute("MATCH (n:Node) RETURN count(*)")
+    copied = path / ("copied-nodes.parquet" if table == "Node" else "copied.parquet")
     with PeakSampler() as sampler:
-        connection.execute(f"COPY {table} FROM '{path / 'copied.parquet'}'")
+        connection.execute(f"COPY {table}{'(id, seq)' if table == 'Node' else ''} FROM '{copied}'")
     return {"growth_mb": sampler.peak - sampler.start}
 
 
-def measured_in_fresh_process(store: Path, table: str) -> dict:
+def measured_in_fresh_process(store: Path, table: str, pool_mb: int) -> dict:
     scratch = store.with_name(store.name + "-scratch")
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(store, scratch)
     try:
-        output = subprocess.run([sys.executable, __file__, "--measure", str(scratch), table],
+        output = subprocess.run([sys.executable, __file__, "--measure", str(scratch), table, str(pool_mb)],
                                 check=True, capture_output=True, text=True).stdout
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -100,25 +109,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[1_000_000, 2_000_000, 4_000_000])
     parser.add_argument("--facts-per-node", type=float, default=0.5)
+    parser.add_argument("--buffer-pool-mb", type=int, default=1024)
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--measure", nargs=2, metavar=("STORE", "TABLE"), help=argparse.SUPPRESS)
+    parser.add_argument("--measure", nargs=3, metavar=("STORE", "TABLE", "POOL_MB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure_copy(Path(args.measure[0]), args.measure[1])))
+        print(json.dumps(measure_copy(Path(args.measure[0]), args.measure[1], int(args.measure[2]))))
         return
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="copyrel-"))
     runs = []
     for nodes in args.nodes:
         store = workdir / f"store-{nodes}"
         build_store(store, nodes, args.facts_per_node)
-        filled = measured_in_fresh_process(store, "Fact")["growth_mb"]
-        empty = measured_in_fresh_process(store, "FactEmpty")["growth_mb"]
+        filled, empty, node_copy = (measured_in_fresh_process(store, table, args.buffer_pool_mb)["growth_mb"]
+                                    for table in ("Fact", "FactEmpty", "Node"))
         runs.append({"stored_nodes": nodes, "stored_facts": int(nodes * args.facts_per_node),
                      "copied_facts": COPIED_FACTS, "copy_into_fact_mb": filled, "copy_into_empty_table_mb": empty,
                      "bytes_per_stored_node": round((filled - empty) * (1 << 20) / nodes),
-                     "ratio_to_empty_table": round(filled / max(empty, 1), 1)})
+                     "ratio_to_empty_table": round(filled / max(empty, 1), 1),
+                     "copy_of_new_nodes_mb": node_copy, "copied_nodes": COPIED_NODES})
         shutil.rmtree(store)
-    print(json.dumps({"buffer_pool_mb": 1024, "runs": runs}, indent=2))
+    print(json.dumps({"buffer_pool_mb": args.buffer_pool_mb, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":
