@@ -8,7 +8,8 @@ which makes every traversal read every partition. This script measures that pric
 a store of generated nodes with the same facts held in one ``Fact`` table (the reference, as
 now) and split over K tables of the same shape, and times the traversals ``KG`` runs (a
 node's outgoing facts, its facts in both directions, its relations counted, two-hop
-neighbours) from the same random nodes, each query with the partitions named in its pattern
+neighbours, ``KG.paths``' search for paths of up to three facts to another random node) from
+the same random nodes, each query with the partitions named in its pattern
 (``-[f:Fact_0|Fact_1|...]->``).
 
     python bench/fact_partitions.py --nodes 2000000 --facts 4000000 --partitions 1 4 16 64
@@ -37,6 +38,8 @@ QUERIES = {
     "both_directions": "MATCH (a:Node {id: $id})-[f:FACTS]-(b:Node) RETURN f.rel, b.id, b.name",
     "relations_counted": "MATCH (a:Node {id: $id})-[f:FACTS]->() RETURN f.rel, count(*)",
     "two_hops": "MATCH (a:Node {id: $id})-[:FACTS]->(b:Node)-[f:FACTS]->(c:Node) RETURN count(*)",
+    "paths_up_to_3": "MATCH p = (a:Node {id: $id})-[f:FACTS* ACYCLIC 1..3 (r, n | WHERE NOT n.hub)]-"
+                     "(b:Node {id: $target}) RETURN rels(p), nodes(p) ORDER BY length(p) LIMIT 50",
 }
 
 
@@ -83,12 +86,14 @@ def time_queries(path: Path, tables: list[str], probes: list[str]) -> dict[str, 
     medians = {}
     for name, template in QUERIES.items():
         query = template.replace("FACTS", "|".join(tables))
-        for node in probes[:20]:
-            connection.execute(query, {"id": node}).get_all()
+        parameters = [{"id": node, "target": target} if "$target" in query else {"id": node}
+                      for node, target in zip(probes, probes[1:] + probes[:1])]
+        for values in parameters[:20]:
+            connection.execute(query, values).get_all()
         seconds = []
-        for node in probes:
+        for values in parameters:
             started = time.perf_counter()
-            connection.execute(query, {"id": node}).get_all()
+            connection.execute(query, values).get_all()
             seconds.append(time.perf_counter() - started)
         medians[name] = round(statistics.median(seconds) * 1000, 2)
     return medians
