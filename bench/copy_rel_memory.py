@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -38,8 +39,27 @@ COPIED_NODES = 1_000_000
 BUILD_STEP = 1_000_000
 
 
-def node_ids(low: int, high: int) -> pa.Array:
-    return pa.array([f"m.{number:09d}" for number in range(low, high)])
+def node_ids(numbers: Iterable[int]) -> pa.Array:
+    return pa.array([f"m.{number:09d}" for number in numbers])
+
+
+def node_rows(low: int, high: int) -> pa.Table:
+    """Generated nodes ``[low, high)``, numbered as the writer numbers them."""
+    return pa.table({"id": node_ids(range(low, high)), "seq": pa.array(np.arange(low, high))})
+
+
+def fact_rows(ends: np.ndarray, relations: list[str] | None = None) -> pa.Table:
+    """Facts from ``ends[0]`` to ``ends[1]`` (node numbers), with ``relations`` or one of 500
+    relations chosen by the head."""
+    return pa.table({"from": node_ids(ends[0]), "to": node_ids(ends[1]),
+                     "rel": pa.array(relations or [f"domain.type.relation_{n % 500}" for n in ends[0]])})
+
+
+def copy_nodes(connection: Any, staged: Path, nodes: int) -> None:
+    """Copy ``nodes`` generated nodes into ``Node``, a million at a time, through ``staged``."""
+    for low in range(0, nodes, BUILD_STEP):
+        pq.write_table(node_rows(low, min(nodes, low + BUILD_STEP)), staged)
+        connection.execute(f"COPY Node(id, seq) FROM '{staged}'")
 
 
 def build_store(path: Path, nodes: int, facts_per_node: float) -> None:
@@ -56,24 +76,14 @@ def build_store(path: Path, nodes: int, facts_per_node: float) -> None:
     connection.execute("CREATE REL TABLE FactEmpty(FROM Node TO Node, rel STRING)")
     rng = np.random.default_rng(0)
     staged = path / "staged.parquet"
-    for low in range(0, nodes, BUILD_STEP):
-        high = min(nodes, low + BUILD_STEP)
-        pq.write_table(pa.table({"id": node_ids(low, high), "seq": pa.array(np.arange(low, high))}), staged)
-        connection.execute(f"COPY Node(id, seq) FROM '{staged}'")
+    copy_nodes(connection, staged, nodes)
     facts = int(nodes * facts_per_node)
     for low in range(0, facts, BUILD_STEP):
-        count = min(BUILD_STEP, facts - low)
-        ends = rng.integers(0, nodes, (2, count))
-        pq.write_table(pa.table({"from": pa.array([f"m.{n:09d}" for n in ends[0]]),
-                                 "to": pa.array([f"m.{n:09d}" for n in ends[1]]),
-                                 "rel": pa.array([f"domain.type.relation_{n % 500}" for n in ends[0]])}), staged)
+        pq.write_table(fact_rows(rng.integers(0, nodes, (2, min(BUILD_STEP, facts - low)))), staged)
         connection.execute(f"COPY Fact FROM '{staged}'")
-    ends = rng.integers(0, nodes, (2, COPIED_FACTS))
-    pq.write_table(pa.table({"from": pa.array([f"m.{n:09d}" for n in ends[0]]),
-                             "to": pa.array([f"m.{n:09d}" for n in ends[1]]),
-                             "rel": pa.array(["domain.type.copied"] * COPIED_FACTS)}), path / "copied.parquet")
-    pq.write_table(pa.table({"id": node_ids(nodes, nodes + COPIED_NODES),
-                             "seq": pa.array(np.arange(nodes, nodes + COPIED_NODES))}), path / "copied-nodes.parquet")
+    pq.write_table(fact_rows(rng.integers(0, nodes, (2, COPIED_FACTS)), ["domain.type.copied"] * COPIED_FACTS),
+                   path / "copied.parquet")
+    pq.write_table(node_rows(nodes, nodes + COPIED_NODES), path / "copied-nodes.parquet")
     staged.unlink()
     connection.execute("CHECKPOINT")
 

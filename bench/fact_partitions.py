@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from copy_rel_memory import BUILD_STEP, node_ids  # bench/ is on the path when run as a script
+from copy_rel_memory import BUILD_STEP, copy_nodes, fact_rows, node_ids  # bench/ is on the path when run as a script
 
 QUERIES = {
     "outgoing": "MATCH (a:Node {id: $id})-[f:FACTS]->(b:Node) RETURN f.rel, b.id, b.name",
@@ -57,21 +56,14 @@ def build_store(path: Path, nodes: int, facts: int, partitions: int) -> list[str
     for table in tables:
         connection.execute(f"CREATE REL TABLE {table}(FROM Node TO Node, rel STRING)")
     staged = path / "staged.parquet"
-    for low in range(0, nodes, BUILD_STEP):
-        high = min(nodes, low + BUILD_STEP)
-        pq.write_table(pa.table({"id": node_ids(low, high), "seq": pa.array(np.arange(low, high))}), staged)
-        connection.execute(f"COPY Node(id, seq) FROM '{staged}'")
+    copy_nodes(connection, staged, nodes)
     rng = np.random.default_rng(0)
     ends = rng.integers(0, nodes, (2, facts))
     owner = rng.integers(0, partitions, facts)  # a fact lands in the partition of the flush that copied it
     for number, table in enumerate(tables):
         mine = np.flatnonzero(owner == number)
         for low in range(0, len(mine), BUILD_STEP):
-            rows = mine[low:low + BUILD_STEP]
-            pq.write_table(pa.table({"from": pa.array([f"m.{n:09d}" for n in ends[0, rows]]),
-                                     "to": pa.array([f"m.{n:09d}" for n in ends[1, rows]]),
-                                     "rel": pa.array([f"domain.type.relation_{n % 500}" for n in ends[0, rows]])}),
-                           staged)
+            pq.write_table(fact_rows(ends[:, mine[low:low + BUILD_STEP]]), staged)
             connection.execute(f"COPY {table} FROM '{staged}'")
     staged.unlink()
     connection.execute("CHECKPOINT")
@@ -108,7 +100,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="factparts-"))
-    probes = [f"m.{n:09d}" for n in np.random.default_rng(1).integers(0, args.nodes, args.probes)]
+    probes = node_ids(np.random.default_rng(1).integers(0, args.nodes, args.probes)).to_pylist()
     runs = []
     for partitions in sorted(set(args.partitions) | {1}):
         store = workdir / f"store-{partitions}"
