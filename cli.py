@@ -178,6 +178,18 @@ class _RunByDefaultGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+def fan_out_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--workers`` and ``--ray``, shared by ``eval run`` and ``eval grid`` (docs/evaluation.md)."""
+    ray = click.option("--ray", "ray", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+                       help="Run the workers as Ray actors: alone, a local Ray runtime (dashboard off, ports on "
+                            "127.0.0.1); auto or ray://HOST:PORT joins a cluster. Needs pip install "
+                            "'localkg[ray]'; the store must be at the same path on every node.")
+    command = ray(command)
+    return click.option("--workers", default="1", show_default=True, metavar="N|auto",
+                        help="Worker processes, each with its own store handle and model (--llm-threads "
+                             "each); auto: cores // --llm-threads (Ray: the cluster's CPUs).")(command)
+
+
 @main.group("eval", cls=_RunByDefaultGroup)
 def eval_group() -> None:
     """Evaluate a reasoner on a questions file (`localkg eval QUESTIONS --db DB --reasoner NAME`),
@@ -201,13 +213,16 @@ def eval_group() -> None:
               help="Continue the run in --out, skipping answered questions (--limit may differ: "
                    "it grows or shortens the run).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Reasoner setting (repeatable).")
+@fan_out_options
 @llm_options
 @friendly_errors
 def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: int | None, sample: int | None,
-             seed: int, out: Path | None, resume: bool, settings: tuple[str, ...], model: Path | None, n_ctx: int,
-             n_gpu_layers: int, llm_threads: int | None, prompt_style: str | None, llm_cache: Path | None) -> None:
+             seed: int, out: Path | None, resume: bool, settings: tuple[str, ...], workers: str, ray: str | None,
+             model: Path | None, n_ctx: int, n_gpu_layers: int, llm_threads: int | None, prompt_style: str | None,
+             llm_cache: Path | None) -> None:
     """Run REASONER over QUESTIONS; write predictions.jsonl, summary.json and report.md into --out."""
     from localkg.evaluation.harness import EvalConfig, run_eval
+    from localkg.evaluation.workers import resolve_workers
 
     parsed = {}
     for setting in settings:
@@ -220,7 +235,7 @@ def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: i
                         format=fmt, limit=limit, sample=sample, seed=seed, settings=parsed,
                         model=str(model) if model else None, n_ctx=n_ctx, prompt_style=prompt_style,
                         n_gpu_layers=n_gpu_layers, llm_threads=llm_threads,
-                        llm_cache=str(llm_cache) if llm_cache else None)
+                        llm_cache=str(llm_cache) if llm_cache else None, workers=resolve_workers(workers), ray=ray)
     summary = run_eval(config, resume=resume)
     headline = {k: v for k, v in summary.items() if k != "breakdowns"}
     echo_json(headline)

@@ -84,6 +84,11 @@ class EvaluationError(LocalKGError):
     """An evaluation run cannot start or continue (its output folder holds another run, say)."""
 
 
+class WorkerError(EvaluationError):
+    """A question failed in an evaluation worker, or a worker died or could not open the store;
+    the run stops with its finished predictions kept."""
+
+
 class IndexBuildError(LocalKGError):
     """An index cannot be built as asked (unknown index type, too few vectors to train it)."""
 

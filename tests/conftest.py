@@ -6,11 +6,14 @@ tests use these open handles rather than reopening the paths.
 """
 from __future__ import annotations
 
+import re
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SAMPLE_HUB = 200  # nodes with more facts than this (genres, languages) are left out of the MetaQA sample graph
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +45,36 @@ def metaqa_kg(tmp_path_factory: pytest.TempPathFactory, shared: Path):
     load_triples(kg, [shared / "metaqa" / "kb.txt"], progress=False)
     yield kg
     kg.close()
+
+
+@pytest.fixture(scope="session")
+def metaqa_sample(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> tuple[Path, Path]:
+    """40 MetaQA dev questions (30 one-hop, 10 two-hop) with their qtype file, and a store with
+    the MetaQA facts around their topic entities (enough to answer them)."""
+    from localkg.store import KG
+
+    folder = tmp_path_factory.mktemp("metaqa-sample")
+    lines, qtypes = [], []
+    for hop, count in ((1, 30), (2, 10)):
+        lines += (shared / "metaqa" / f"{hop}-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()[:count]
+        qtypes += (shared / "metaqa" / f"{hop}-hop" / "qa_dev_qtype.txt").read_text().splitlines()[:count]
+    questions = folder / "qa_dev.txt"
+    questions.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "qa_dev_qtype.txt").write_text("\n".join(qtypes) + "\n")
+
+    incident = defaultdict(list)
+    for line in (shared / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines():
+        head, relation, tail = line.split("|")
+        incident[head].append((head, relation, tail))
+        incident[tail].append((head, relation, tail))
+    topics = {re.search(r"\[(.+?)\]", line).group(1) for line in lines}
+    around = set(topics) | {end for t in topics for h, _, tl in incident[t] for end in (h, tl)}
+    facts = sorted({fact for node in around if len(incident[node]) <= SAMPLE_HUB for fact in incident[node]})
+    db = folder / "db"
+    kg = KG.create(db)
+    kg.add_triples(facts)
+    kg.close()
+    return questions, db
 
 
 @pytest.fixture(scope="session")

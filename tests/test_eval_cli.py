@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -19,40 +17,10 @@ from localkg.cli import main
 from localkg.evaluation.datasets import read_questions
 from localkg.evaluation.harness import select_questions
 from localkg.evaluation.metrics import Prediction, score_question
-from localkg.store import KG
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HEADLINE = {"n", "hits@1", "hit", "f1", "em_loose", "llm_calls_per_q", "prompt_tokens_per_q",
             "completion_tokens_per_q", "seconds_per_q"}
-HUB = 200  # nodes with more facts than this (genres, languages) are left out of the sample graph
-
-
-@pytest.fixture(scope="module")
-def metaqa_sample(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> tuple[Path, Path]:
-    """40 MetaQA dev questions (30 one-hop, 10 two-hop) with their qtype file, and a store with
-    the MetaQA facts around their topic entities (enough to answer them)."""
-    folder = tmp_path_factory.mktemp("metaqa-sample")
-    lines, qtypes = [], []
-    for hop, count in ((1, 30), (2, 10)):
-        lines += (shared / "metaqa" / f"{hop}-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines()[:count]
-        qtypes += (shared / "metaqa" / f"{hop}-hop" / "qa_dev_qtype.txt").read_text().splitlines()[:count]
-    questions = folder / "qa_dev.txt"
-    questions.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (folder / "qa_dev_qtype.txt").write_text("\n".join(qtypes) + "\n")
-
-    incident = defaultdict(list)
-    for line in (shared / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines():
-        head, relation, tail = line.split("|")
-        incident[head].append((head, relation, tail))
-        incident[tail].append((head, relation, tail))
-    topics = {re.search(r"\[(.+?)\]", line).group(1) for line in lines}
-    around = set(topics) | {end for t in topics for h, _, tl in incident[t] for end in (h, tl)}
-    facts = sorted({fact for node in around if len(incident[node]) <= HUB for fact in incident[node]})
-    db = folder / "db"
-    kg = KG.create(db)
-    kg.add_triples(facts)
-    kg.close()
-    return questions, db
 
 
 def invoke(*args: str):

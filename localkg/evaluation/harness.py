@@ -4,8 +4,8 @@ One run writes into its output folder:
 
 ``run.json``          what was run (questions, reasoner, settings, seed, sample, db, model path), so a
                       ``--resume`` can refuse to mix two different runs in one folder
-``predictions.jsonl`` one line per question, appended and flushed as soon as it is answered, so a
-                      killed run loses at most the question it was on
+``predictions.jsonl`` one line per question, appended and flushed as soon as it is answered (by any
+                      worker: ``localkg.evaluation.workers``), so a killed run loses only what was in flight
 ``summary.json``      the metric and the cost, overall and broken down (see :func:`summarise`)
 ``report.md``         tables and plots (``localkg.evaluation.report``)
 
@@ -20,20 +20,20 @@ from __future__ import annotations
 
 import json
 import random
-import tempfile
 from collections import Counter, defaultdict
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from localkg.errors import EvaluationError, LocalKGError
+from localkg.errors import EvaluationError
+from localkg.evaluation.answering import check_settings, resolve_topics  # noqa: F401  (resolve_topics: public here)
 from localkg.evaluation.datasets import Question, detect_format, read_questions
-from localkg.evaluation.metrics import Prediction, aggregate, distribution, score_question
+from localkg.evaluation.metrics import aggregate, distribution
+from localkg.evaluation.workers import Pool, open_pool
 from localkg.llm.llm import DEFAULT_N_CTX
-from localkg.reasoners.base import Context, Reasoner, Result, get_reasoner
-from localkg.store.kg import KG
 
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "summary.json"
@@ -63,57 +63,18 @@ class EvalConfig:
     n_gpu_layers: int = 0
     llm_threads: int | None = None
     llm_cache: str | None = None
+    workers: int | None = 1  # None: ``auto``
+    ray: str | None = None   # a Ray address (``local``, ``auto``, ``ray://HOST:PORT``): the workers as actors
 
     def identity(self) -> dict[str, Any]:
-        """The fields that define the run (not the output folder, nor how fast the model runs)."""
+        """The fields that define the run (not the output folder, nor how fast or where it runs)."""
         values = asdict(self)
-        for runtime_only in ("out", "n_gpu_layers", "llm_threads", "llm_cache"):
+        for runtime_only in ("out", "n_gpu_layers", "llm_threads", "llm_cache", "workers", "ray"):
             values.pop(runtime_only)
         values["questions"] = str(Path(self.questions).resolve())
         values["db"] = str(Path(self.db).resolve()) if self.db else None
         values["model"] = str(Path(self.model).resolve()) if self.model else None
         return values
-
-
-class Services:
-    """The LLM and the relevance scorer, built once per run on first use and shared by every
-    question (and every scratch store of a per-question-subgraph dataset)."""
-
-    def __init__(self, config: EvalConfig):
-        self.config = config
-        self._llm: Any = None
-        self._scorer: Any = None
-
-    def llm(self) -> Any:
-        if self._llm is None:
-            from localkg.llm.options import llm_factory
-
-            config = self.config
-            self._llm = llm_factory(Path(config.model) if config.model else None, config.n_ctx, config.n_gpu_layers,
-                                    config.llm_threads, config.prompt_style,
-                                    Path(config.llm_cache) if config.llm_cache else None, config.seed)()
-        return self._llm
-
-    def scorer(self) -> Any:
-        if self._scorer is None:
-            from localkg.indexes.scoring import RelevanceScorer
-
-            self._scorer = RelevanceScorer()
-        return self._scorer
-
-    def warm_up(self, with_llm: bool) -> None:
-        """Load the models before the first question, so its wall time is its own."""
-        self.scorer().embedder  # the property loads the model
-        if with_llm:
-            self.llm()
-
-    @property
-    def model_name(self) -> str:
-        """The LLM's name once it has been used, else "none"."""
-        return self._llm.model_name if self._llm is not None else "none"
-
-    def context(self, kg: KG) -> Context:
-        return Context(kg, llm_factory=self.llm, scorer_factory=self.scorer)
 
 
 def select_questions(questions: Sequence[Question], sample: int | None, seed: int,
@@ -128,31 +89,17 @@ def select_questions(questions: Sequence[Question], sample: int | None, seed: in
     return chosen
 
 
-def resolve_topics(kg: KG, question: Question) -> list[str]:
-    """Store ids of the dataset's gold topic entities: each by id when the store has it, else
-    the first node named like it (the dataset's name for it, then the reference itself)."""
-    names = question.meta.get("topic_names") or []
-    resolved: list[str] = []
-    for position, reference in enumerate(question.topic_entities or []):
-        if kg.has_node(reference):
-            resolved.append(reference)
-            continue
-        for label in (names[position] if position < len(names) else None, reference):
-            hits = kg.find(label) if label else []
-            if hits:
-                resolved.append(hits[0].id)
-                break
-    return list(dict.fromkeys(resolved))
-
-
 # ---------------------------------------------------------------- the run
-def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True,
+             pool: Pool | None = None) -> dict[str, Any]:
     """Run ``config`` and write predictions, summary and report into ``config.out``.
 
     With ``resume``, questions already in ``predictions.jsonl`` are kept and not asked again
-    (a line cut short by a kill is dropped and redone). Returns the summary.
+    (a line cut short by a kill is dropped and redone). The questions are answered by ``pool``
+    (a grid passes one for all its cells), else by the workers ``config`` asks for. Returns
+    the summary.
     """
-    reasoner_class = get_reasoner(config.reasoner)
+    check_settings(config)
     if config.format == "auto":
         config.format = detect_format(Path(config.questions))
     questions = select_questions(read_questions(config.questions, config.format), config.sample, config.seed,
@@ -163,82 +110,23 @@ def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True) ->
     out = Path(config.out)
     done = _prepare_output(out, config, resume)
     todo = [q for q in questions if q.id not in done]
-    services = Services(config)
     if todo:
-        services.warm_up(reasoner_class.uses_llm)
-    with (out / PREDICTIONS).open("a", encoding="utf-8") as handle:
-        bar = tqdm(total=len(questions), initial=len(questions) - len(todo), desc=f"eval {config.reasoner}",
-                   unit="q", disable=not progress)
-        if per_question_graphs:
-            answer_all = _answer_with_scratch_stores(reasoner_class, config, services)
-        else:
-            answer_all = _answer_with_store(reasoner_class, config, services)
-        for record in answer_all(todo):
-            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-            handle.flush()
-            bar.update(1)
-        bar.close()
-    records = _read_predictions(out / PREDICTIONS)
-    wanted = {q.id for q in questions}
-    records = [r for r in records.values() if r["qid"] in wanted]
+        with (out / PREDICTIONS).open("a", encoding="utf-8") as handle, \
+                (nullcontext(pool) if pool is not None else open_pool(config)) as workers, \
+                tqdm(total=len(questions), initial=len(questions) - len(todo), desc=f"eval {config.reasoner}",
+                     unit="q", disable=not progress) as bar:
+            for record in workers.answer_all(config, todo):  # in the order they finish
+                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                handle.flush()
+                bar.update(1)
+    answered = _read_predictions(out / PREDICTIONS)
+    records = [answered[q.id] for q in questions if q.id in answered]  # question order: the summary is the same
     summary = summarise(records, config)
     (out / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     from localkg.evaluation.report import write_report
 
     write_report(out, summary, records)
     return summary
-
-
-Answerer = Callable[[Iterable[Question]], Iterable[dict[str, Any]]]
-
-
-def _answer_with_store(reasoner_class: type[Reasoner], config: EvalConfig, services: Services) -> Answerer:
-    def answer_all(questions: Iterable[Question]) -> Iterable[dict[str, Any]]:
-        with KG.open(config.db, read_only=True) as kg:
-            reasoner = reasoner_class(services.context(kg), **config.settings)
-            for question in questions:
-                yield _answer(reasoner, kg, question, services)
-
-    return answer_all
-
-
-def _answer_with_scratch_stores(reasoner_class: type[Reasoner], config: EvalConfig,
-                                services: Services) -> Answerer:
-    """Each question's own graph is loaded into a fresh store in a temporary folder."""
-    def answer_all(questions: Iterable[Question]) -> Iterable[dict[str, Any]]:
-        reasoner_class(Context(kg=None), **config.settings)  # type: ignore[arg-type]  # bad settings fail first
-        for question in questions:
-            with tempfile.TemporaryDirectory(prefix="localkg-eval-") as folder:
-                kg = KG.create(Path(folder) / "db", buffer_pool_bytes=256 << 20)
-                try:
-                    kg.add_triples(tuple(t) for t in question.meta["graph"])
-                    reasoner = reasoner_class(services.context(kg), **config.settings)
-                    yield _answer(reasoner, kg, question, services)
-                finally:
-                    kg.close()
-
-    return answer_all
-
-
-def _answer(reasoner: Reasoner, kg: KG, question: Question, services: Services) -> dict[str, Any]:
-    """Ask one question and build its predictions.jsonl line."""
-    topics = resolve_topics(kg, question)
-    try:
-        result = reasoner.answer(question.text, topics or None)
-    except LocalKGError as error:
-        result = Result(question=question.text, reasoner=reasoner.name, topic_entities=topics,
-                        notes=[f"no answer found: error: {error}"])
-    score = score_question([Prediction(a.id, a.name) for a in result.answers], question.answers)
-    return {
-        "qid": question.id,
-        "gold": question.answers,
-        "hop": question.hop,
-        "qtype": question.qtype,
-        "topic_source": "gold" if topics else "linked",
-        "model": services.model_name,
-        **result.to_json(),
-        "metrics": score.to_json(),
-    }
 
 
 # ---------------------------------------------------------------- output folder and resume
@@ -325,6 +213,17 @@ def summarise(records: Sequence[dict[str, Any]], config: EvalConfig) -> dict[str
             "topic_sources": dict(sources),
         },
     }
+
+
+def without_timing(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary less its wall-clock numbers (``seconds_per_q``, the ``seconds`` cost, each step's
+    seconds): what a repeat of the run reproduces exactly, with any number of workers."""
+    kept = json.loads(json.dumps(summary))
+    del kept["seconds_per_q"]
+    del kept["breakdowns"]["cost"]["seconds"]
+    for step in kept["breakdowns"]["by_step"].values():
+        del step["seconds"]
+    return kept
 
 
 def _topic_label(sources: Counter) -> str:

@@ -1,0 +1,179 @@
+"""Answer one question of an evaluation run, in whichever process the fan-out puts it.
+
+An :class:`Answerer` holds what answering needs: a read-only store handle, the LLM and the
+relevance scorer, and the reasoners built from them. It keeps them while consecutive
+questions share them, so a grid's cells over one store and one model reuse one worker's
+handles instead of reloading them; a question of another store or model replaces them. The
+in-process run, each local worker process and each Ray actor own one Answerer.
+"""
+from __future__ import annotations
+
+import tempfile
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from localkg.errors import LocalKGError, WorkerError
+from localkg.evaluation.metrics import Prediction, score_question
+from localkg.reasoners.base import Context, Reasoner, Result, get_reasoner
+from localkg.store.kg import KG
+
+if TYPE_CHECKING:
+    from localkg.evaluation.datasets import Question
+    from localkg.evaluation.harness import EvalConfig
+
+# The EvalConfig fields that decide which LLM a worker builds.
+LLM_FIELDS = ("model", "n_ctx", "n_gpu_layers", "llm_threads", "prompt_style", "llm_cache", "seed")
+
+
+class Services:
+    """The LLM and the relevance scorer of one run's settings, each built on first use and
+    shared by every question (and every scratch store of a per-question-subgraph dataset)."""
+
+    def __init__(self, config: "EvalConfig"):
+        self.config = config
+        self._llm: Any = None
+        self._scorer: Any = None
+
+    def llm(self) -> Any:
+        if self._llm is None:
+            from localkg.llm.options import llm_factory
+
+            config = self.config
+            self._llm = llm_factory(Path(config.model) if config.model else None, config.n_ctx, config.n_gpu_layers,
+                                    config.llm_threads, config.prompt_style,
+                                    Path(config.llm_cache) if config.llm_cache else None, config.seed)()
+        return self._llm
+
+    def scorer(self) -> Any:
+        if self._scorer is None:
+            from localkg.indexes.scoring import RelevanceScorer
+
+            self._scorer = RelevanceScorer()
+        return self._scorer
+
+    def warm_up(self, with_llm: bool) -> None:
+        """Load the models before the first question, so its wall time is its own."""
+        self.scorer().embedder  # the property loads the model
+        if with_llm:
+            self.llm()
+
+    @property
+    def model_name(self) -> str:
+        """The LLM's name once it has been used, else "none"."""
+        return self._llm.model_name if self._llm is not None else "none"
+
+    def context(self, kg: KG) -> Context:
+        return Context(kg, llm_factory=self.llm, scorer_factory=self.scorer)
+
+
+def resolve_topics(kg: KG, question: "Question") -> list[str]:
+    """Store ids of the dataset's gold topic entities: each by id when the store has it, else
+    the first node named like it (the dataset's name for it, then the reference itself)."""
+    names = question.meta.get("topic_names") or []
+    resolved: list[str] = []
+    for position, reference in enumerate(question.topic_entities or []):
+        if kg.has_node(reference):
+            resolved.append(reference)
+            continue
+        for label in (names[position] if position < len(names) else None, reference):
+            hits = kg.find(label) if label else []
+            if hits:
+                resolved.append(hits[0].id)
+                break
+    return list(dict.fromkeys(resolved))
+
+
+def check_settings(config: "EvalConfig") -> None:
+    """Refuse an unknown reasoner or setting before any worker starts (the reasoner's own error)."""
+    get_reasoner(config.reasoner)(Context(kg=None), **config.settings)  # type: ignore[arg-type]
+
+
+class Answerer:
+    """Answers questions of any run, keeping the store, models and reasoners of the last one."""
+
+    def __init__(self) -> None:
+        self._db: str | None = None
+        self._kg: KG | None = None
+        self._llm_key: tuple[Any, ...] | None = None
+        self._services: Services | None = None
+        self._reasoners: dict[tuple[Any, ...], Reasoner] = {}
+
+    def open(self, config: "EvalConfig") -> None:
+        """Open the run's store and load its models (a no-op when they are the ones held)."""
+        llm_key = tuple(getattr(config, name) for name in LLM_FIELDS)
+        if llm_key != self._llm_key:
+            self._services, self._llm_key, self._reasoners = Services(config), llm_key, {}
+        self._services.warm_up(get_reasoner(config.reasoner).uses_llm)  # type: ignore[union-attr]
+        if config.format != "rog" and config.db != self._db:
+            self.close_store()
+            self._kg, self._db, self._reasoners = KG.open(config.db, read_only=True), config.db, {}
+
+    def answer(self, config: "EvalConfig", question: "Question") -> dict[str, Any]:
+        """The question's predictions.jsonl line.
+
+        A reasoner that fails with anything but a localkg error (a bug) raises
+        :class:`WorkerError` naming the question and where it failed.
+        """
+        self.open(config)
+        try:
+            if config.format == "rog":
+                return self._answer_in_scratch_store(config, question)
+            return self._answer_with(self._reasoner(config, self._kg), self._kg, question)  # type: ignore[arg-type]
+        except Exception as error:  # noqa: BLE001  (any failure of a reasoner is reported with its question)
+            raise WorkerError(describe_failure(question, error)) from error
+
+    def close_store(self) -> None:
+        if self._kg is not None:
+            self._kg.close()
+        self._kg, self._db = None, None
+
+    def close(self) -> None:
+        self.close_store()
+        self._services, self._llm_key, self._reasoners = None, None, {}
+
+    def _reasoner(self, config: "EvalConfig", kg: KG) -> Reasoner:
+        key = (config.reasoner, tuple(sorted(config.settings.items())))
+        if key not in self._reasoners:
+            self._reasoners[key] = get_reasoner(config.reasoner)(self._services.context(kg),  # type: ignore[union-attr]
+                                                                 **config.settings)
+        return self._reasoners[key]
+
+    def _answer_in_scratch_store(self, config: "EvalConfig", question: "Question") -> dict[str, Any]:
+        """A per-question-subgraph question: its own graph goes into a fresh store in a temporary folder."""
+        with tempfile.TemporaryDirectory(prefix="localkg-eval-") as folder:
+            kg = KG.create(Path(folder) / "db", buffer_pool_bytes=256 << 20)
+            try:
+                kg.add_triples(tuple(t) for t in question.meta["graph"])
+                reasoner = get_reasoner(config.reasoner)(self._services.context(kg),  # type: ignore[union-attr]
+                                                         **config.settings)
+                return self._answer_with(reasoner, kg, question)
+            finally:
+                kg.close()
+
+    def _answer_with(self, reasoner: Reasoner, kg: KG, question: "Question") -> dict[str, Any]:
+        topics = resolve_topics(kg, question)
+        try:
+            result = reasoner.answer(question.text, topics or None)
+        except LocalKGError as error:
+            result = Result(question=question.text, reasoner=reasoner.name, topic_entities=topics,
+                            notes=[f"no answer found: error: {error}"])
+        score = score_question([Prediction(a.id, a.name) for a in result.answers], question.answers)
+        return {
+            "qid": question.id,
+            "gold": question.answers,
+            "hop": question.hop,
+            "qtype": question.qtype,
+            "topic_source": "gold" if topics else "linked",
+            "model": self._services.model_name if reasoner.uses_llm else "none",  # type: ignore[union-attr]
+            **result.to_json(),
+            "metrics": score.to_json(),
+        }
+
+
+def describe_failure(question: "Question", error: BaseException) -> str:
+    """One line: the question, the error and the innermost place it was raised."""
+    frames = traceback.extract_tb(error.__traceback__)
+    place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return (f"question {question.id} ({question.text[:80]!r}) failed: {type(error).__name__}: {error}{place}; "
+            "the finished predictions are kept (rerun with --resume once it is fixed)")

@@ -1,0 +1,262 @@
+"""Fan an evaluation run's questions out to workers: this process, local processes, or Ray actors.
+
+Every pool hands each question to whichever worker is free and yields its predictions line as
+soon as it is answered. A worker owns an :class:`~localkg.evaluation.answering.Answerer` (its
+own read-only store handle and models) and answers one question at a time, so the parent knows
+which question each worker is on: a failure or a dead worker stops the run with an error that
+names it. Local workers are started with ``spawn`` (forking a process that has Kùzu, torch or
+llama.cpp loaded is unsafe), ignore Ctrl-C (the parent stops them) and exit when the parent
+dies. A pool outlives one run, so the cells of a grid that share a store and a model reuse it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from localkg.errors import EvaluationError, LocalKGError, WorkerError
+from localkg.evaluation.answering import Answerer
+from localkg.reasoners.base import get_reasoner
+
+if TYPE_CHECKING:
+    from localkg.evaluation.datasets import Question
+    from localkg.evaluation.harness import EvalConfig
+
+Outcome = tuple[str, Any]  # ("ok", predictions line) or ("error", message)
+Task = tuple[str, "EvalConfig", "Question"]  # (module of the reasoner class, run, question)
+
+
+def cpu_count() -> int:
+    """The cores this process may use (its affinity where the OS tells it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def threads_per_worker(config: "EvalConfig", workers: int) -> int:
+    """``--llm-threads`` when given, else an even share of the cores."""
+    return config.llm_threads or max(1, cpu_count() // workers)
+
+
+def serve_one(answerer: Answerer, task: Task) -> Outcome:
+    """Answer one question in a worker; a failure comes back as a message, never as a traceback.
+
+    The task names the module that registers the run's reasoner, which the worker imports first:
+    a reasoner registered by the caller's own code (not one of localkg's) is then known there too.
+    """
+    module, config, question = task
+    try:
+        importlib.import_module(module)
+        return "ok", answerer.answer(config, question)
+    except LocalKGError as error:
+        return "error", str(error)
+    except Exception as error:  # noqa: BLE001  (a worker must report, not die, whatever happens)
+        return "error", f"{type(error).__name__}: {error}"
+
+
+def limit_threads(threads: int) -> None:
+    """Keep torch (the MiniLM scorer) to the worker's share of the cores."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+class Pool:
+    """Workers that answer a run's questions; subclasses say how a question reaches a worker."""
+
+    threads: int | None = None  # each worker's CPU share; None: this process as it is
+
+    def answer_all(self, config: "EvalConfig", questions: Iterable["Question"]) -> Iterator[dict[str, Any]]:
+        """Predictions lines in the order they finish."""
+        config = self._worker_config(config)
+        module = get_reasoner(config.reasoner).__module__
+        self._prepare(config)
+        pending = iter(questions)
+        busy: dict[int, "Question"] = {}
+
+        def feed(worker: int) -> None:
+            question = next(pending, None)
+            if question is not None:
+                self._submit(worker, (module, config, question))
+                busy[worker] = question
+
+        for worker in range(self.size):
+            feed(worker)
+        while busy:
+            worker, (status, value) = self._next_outcome(busy)
+            del busy[worker]
+            if status != "ok":
+                raise WorkerError(value)
+            yield value
+            feed(worker)
+
+    def _worker_config(self, config: "EvalConfig") -> "EvalConfig":
+        """Absolute paths (a worker may run elsewhere) and the worker's llama.cpp threads."""
+        def absolute(path: str | None) -> str | None:
+            return str(Path(path).resolve()) if path else None
+
+        return dataclasses.replace(config, db=absolute(config.db), model=absolute(config.model),
+                                   llm_cache=absolute(config.llm_cache),
+                                   llm_threads=config.llm_threads or self.threads)
+
+    @property
+    def size(self) -> int:
+        raise NotImplementedError
+
+    def _prepare(self, config: "EvalConfig") -> None:
+        """Check, before the first question, that every worker can serve the run."""
+
+    def _submit(self, worker: int, task: Task) -> None:
+        raise NotImplementedError
+
+    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
+        """Wait for any busy worker; a worker that died raises :class:`WorkerError`."""
+        raise NotImplementedError
+
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers; ``abort`` stops them at once, in the middle of a question."""
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        self.close(abort=kind is not None)
+
+
+class InlinePool(Pool):
+    """One worker: this process answers the questions (no start-up cost)."""
+
+    def __init__(self) -> None:
+        self._answerer = Answerer()
+        self._outcome: Outcome | None = None
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def _submit(self, worker: int, task: Task) -> None:
+        self._outcome = serve_one(self._answerer, task)
+
+    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
+        outcome, self._outcome = self._outcome, None
+        return 0, outcome  # type: ignore[return-value]
+
+    def close(self, abort: bool = False) -> None:
+        self._answerer.close()
+
+
+class ProcessPool(Pool):
+    """N worker processes on this machine, each with its own store handle and models."""
+
+    def __init__(self, workers: int, threads: int):
+        self.threads = threads
+        context = multiprocessing.get_context("spawn")
+        self._processes: list[Any] = []
+        self._connections: list[Connection] = []
+        try:
+            for number in range(workers):
+                ours, theirs = context.Pipe()
+                process = context.Process(target=_serve, args=(theirs, threads), name=f"localkg-eval-{number + 1}",
+                                          daemon=True)
+                process.start()
+                theirs.close()
+                self._processes.append(process)
+                self._connections.append(ours)
+        except BaseException:
+            self.close(abort=True)
+            raise
+
+    @property
+    def size(self) -> int:
+        return len(self._processes)
+
+    def _submit(self, worker: int, task: Task) -> None:
+        self._connections[worker].send(task)
+
+    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
+        watched = {self._connections[w]: w for w in busy} | {self._processes[w].sentinel: w for w in busy}
+        for ready in sorted(wait(list(watched)), key=lambda r: not isinstance(r, Connection)):  # answers first
+            worker = watched[ready]
+            if isinstance(ready, Connection):
+                try:
+                    return worker, ready.recv()
+                except (EOFError, OSError):
+                    pass
+            process = self._processes[worker]
+            process.join(5)
+            question = busy[worker]
+            raise WorkerError(f"worker {worker + 1} died (exit code {process.exitcode}) while answering question "
+                              f"{question.id} ({question.text[:80]!r}); the finished predictions are kept "
+                              "(rerun with --resume)")
+        raise AssertionError("wait() returned nothing")
+
+    def close(self, abort: bool = False) -> None:
+        for process, connection in zip(self._processes, self._connections):
+            if not abort and process.is_alive():
+                try:
+                    connection.send(None)
+                except OSError:
+                    pass
+        for process in self._processes:
+            if abort:
+                process.terminate()
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for connection in self._connections:
+            connection.close()
+        self._processes, self._connections = [], []
+
+
+def _serve(connection: Connection, threads: int) -> None:
+    """A worker process: answer each task received until told to stop (None) or the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the parent decides
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+    limit_threads(threads)
+    answerer = Answerer()
+    try:
+        while True:
+            try:
+                task = connection.recv()
+            except EOFError:
+                break
+            if task is None:
+                break
+            connection.send(serve_one(answerer, task))
+    finally:
+        answerer.close()
+
+
+def _exit_with(parent_sentinel: int) -> None:
+    """Workers must not outlive the parent: when it dies (even by SIGKILL), so does this one."""
+    wait([parent_sentinel])
+    os._exit(1)
+
+
+def resolve_workers(value: str) -> int | None:
+    """``--workers``: a positive number, or ``auto`` (None: decided from the cores and threads)."""
+    if value == "auto":
+        return None
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise EvaluationError(f"--workers takes a positive number or auto, not {value!r}")
+
+
+def open_pool(config: "EvalConfig") -> Pool:
+    """The pool ``config.workers`` and ``config.ray`` ask for (workers None: ``auto``)."""
+    if config.ray is not None:
+        from localkg.evaluation.ray_runner import RayPool
+
+        return RayPool(config.ray, config.workers, config.llm_threads or 1)
+    workers = config.workers or max(1, cpu_count() // (config.llm_threads or 1))
+    if workers == 1:
+        return InlinePool()
+    return ProcessPool(workers, threads_per_worker(config, workers))
+
