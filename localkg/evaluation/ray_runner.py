@@ -1,0 +1,118 @@
+"""The evaluation workers as Ray actors: ``localkg eval ... --ray [ADDRESS]``.
+
+Each actor holds one :class:`~localkg.evaluation.answering.Answerer` (one read-only store
+handle, one model) and reserves its CPU share (``--llm-threads``, default 1). ``local`` starts a
+Ray runtime on this machine for the run, its dashboard off and every port bound to the
+loopback address; ``auto`` or ``ray://HOST:PORT`` joins a cluster the user started. Nothing
+but questions and predictions lines travels: each node opens the store and the model from its
+own disk, at the path the driver names, so that path must hold them on every node (a shared
+filesystem, or a copy). Ray is an optional dependency (``pip install 'localkg[ray]'``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import TYPE_CHECKING, Any
+
+from localkg.errors import EvaluationError, WorkerError
+from localkg.evaluation.answering import Answerer
+from localkg.evaluation.workers import Outcome, Pool, Task, cpu_count, limit_threads, serve_one
+
+if TYPE_CHECKING:
+    from localkg.evaluation.datasets import Question
+    from localkg.evaluation.harness import EvalConfig
+
+LOCAL = "local"
+# Read when Ray is imported: with it off, a local runtime takes 127.0.0.1 as its node address
+# and binds every server to it instead of the machine's routable address.
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def check_address(address: str) -> str:
+    """``local``, ``auto``, ``ray://HOST:PORT`` or ``HOST:PORT``; anything else is refused."""
+    if address in (LOCAL, "auto") or re.fullmatch(r"(ray://)?[\w.\-]+:\d+", address):
+        return address
+    raise EvaluationError(f"--ray takes local, auto, ray://HOST:PORT or HOST:PORT, not {address!r}")
+
+
+def _ray(address: str) -> Any:
+    if address == LOCAL:
+        os.environ.setdefault(LOOPBACK_ONLY, "0")
+    try:
+        import ray
+    except ImportError:
+        raise EvaluationError("--ray needs Ray: pip install 'localkg[ray]'") from None
+    return ray
+
+
+class _Worker:
+    """One Ray actor: a worker of :mod:`localkg.evaluation.workers` on some node."""
+
+    def __init__(self, threads: int):
+        limit_threads(threads)
+        self.answerer = Answerer()
+
+    def open(self, config: "EvalConfig") -> tuple[str, str | None]:
+        """This node's name, and why it cannot serve the run (None when it can)."""
+        import ray
+
+        node = f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
+        try:
+            self.answerer.open(config)
+        except Exception as error:  # noqa: BLE001  (reported to the driver with the node's name)
+            return node, f"{type(error).__name__}: {error}"
+        return node, None
+
+    def answer(self, task: Task) -> Outcome:
+        return serve_one(self.answerer, task)
+
+
+class RayPool(Pool):
+    """``workers`` actors (None: as many as the cluster's CPUs allow), ``threads`` CPUs each."""
+
+    def __init__(self, address: str, workers: int | None, threads: int):
+        self.threads = threads
+        self._ray = ray = _ray(check_address(address))
+        try:
+            if address == LOCAL:
+                ray.init(num_cpus=workers * threads if workers else cpu_count(), include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)
+            else:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+            count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
+            actor = ray.remote(num_cpus=threads, max_restarts=0)(_Worker)
+            self._actors = [actor.remote(threads) for _ in range(count)]
+        except BaseException:
+            ray.shutdown()
+            raise
+        self._running: dict[Any, int] = {}
+
+    @property
+    def size(self) -> int:
+        return len(self._actors)
+
+    def _prepare(self, config: "EvalConfig") -> None:
+        for node, problem in self._ray.get([a.open.remote(config) for a in self._actors]):
+            if problem:
+                raise WorkerError(f"node {node} cannot open what the run needs (store {config.db}): {problem}. "
+                                  "Every node must read the store and the model at the same path as this "
+                                  "machine: a shared filesystem, or a copy there (docs/evaluation.md)")
+
+    def _submit(self, worker: int, task: Task) -> None:
+        self._running[self._actors[worker].answer.remote(task)] = worker
+
+    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
+        (done,), _ = self._ray.wait(list(self._running), num_returns=1)
+        worker = self._running.pop(done)
+        try:
+            return worker, self._ray.get(done)
+        except self._ray.exceptions.RayError as error:
+            question = busy[worker]
+            raise WorkerError(f"Ray actor {worker + 1} failed while answering question {question.id} "
+                              f"({question.text[:80]!r}): {str(error).splitlines()[0]}; the finished predictions "
+                              "are kept (rerun with --resume)") from None
+
+    def close(self, abort: bool = False) -> None:
+        self._running = {}
+        self._ray.shutdown()

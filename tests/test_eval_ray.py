@@ -1,0 +1,52 @@
+"""``localkg eval --ray``: the workers as actors of a local Ray runtime (2 actors, 1 CPU each;
+real store, real MiniLM). One runtime for the whole file: starting Ray is the slow part."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from localkg.cli import main
+from localkg.errors import WorkerError
+from localkg.evaluation.harness import EvalConfig, run_eval, without_timing
+
+pytest.importorskip("ray")
+
+
+def test_a_local_ray_run_with_two_actors(metaqa_sample, tmp_path: Path) -> None:
+    from localkg.evaluation.ray_runner import RayPool
+
+    questions, db = metaqa_sample
+    args = [questions, "--db", db, "--reasoner", "embed-path", "--sample", 6, "--seed", 2]
+    inline = CliRunner().invoke(main, ["eval", *map(str, args), "--out", str(tmp_path / "inline")])
+    assert inline.exit_code == 0, inline.output
+
+    def config(out: str, store: Path) -> EvalConfig:
+        return EvalConfig(questions=str(questions), reasoner="embed-path", out=str(tmp_path / out), db=str(store),
+                          sample=6, seed=2, workers=2, ray="local")
+
+    with RayPool("local", workers=2, threads=1) as pool:
+        assert pool.size == 2
+        summary = run_eval(config("ray", db), progress=False, pool=pool)
+        inline_summary = json.loads((tmp_path / "inline" / "summary.json").read_text())
+        assert without_timing(summary) == without_timing(inline_summary)
+        lines = (tmp_path / "ray" / "predictions.jsonl").read_text().splitlines()
+        assert len(lines) == 6 and len({json.loads(line)["qid"] for line in lines}) == 6
+
+        with pytest.raises(WorkerError) as missing:                # a node that cannot open the store
+            run_eval(config("missing", tmp_path / "no-such-db"), progress=False, pool=pool)
+        message = str(missing.value)
+        assert message.startswith("node ") and "no-such-db" in message and "same path" in message
+
+    import ray
+
+    assert not ray.is_initialized()                                # the runtime is shut down with the pool
+
+
+def test_bad_ray_addresses_are_one_clear_line(metaqa_sample, tmp_path: Path) -> None:
+    questions, db = metaqa_sample
+    result = CliRunner().invoke(main, ["eval", str(questions), "--db", str(db), "--out", str(tmp_path / "r"),
+                                       "--ray", "not an address"])
+    assert result.exit_code == 1 and "--ray takes local, auto, ray://HOST:PORT or HOST:PORT" in result.output
