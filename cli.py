@@ -185,9 +185,10 @@ def fan_out_options(command: Callable[..., Any]) -> Callable[..., Any]:
                             "127.0.0.1); auto or ray://HOST:PORT joins a cluster. Needs pip install "
                             "'localkg[ray]'; the store must be at the same path on every node.")
     command = ray(command)
-    return click.option("--workers", default="1", show_default=True, metavar="N|auto",
+    return click.option("--workers", default=None, metavar="N|auto",
                         help="Worker processes, each with its own store handle and model (--llm-threads "
-                             "each); auto: cores // --llm-threads (Ray: the cluster's CPUs).")(command)
+                             "each); auto: cores // --llm-threads (Ray: the cluster's CPUs). Default 1 "
+                             "(a grid: its [run] workers).")(command)
 
 
 @main.group("eval", cls=_RunByDefaultGroup)
@@ -235,11 +236,32 @@ def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: i
                         format=fmt, limit=limit, sample=sample, seed=seed, settings=parsed,
                         model=str(model) if model else None, n_ctx=n_ctx, prompt_style=prompt_style,
                         n_gpu_layers=n_gpu_layers, llm_threads=llm_threads,
-                        llm_cache=str(llm_cache) if llm_cache else None, workers=resolve_workers(workers), ray=ray)
+                        llm_cache=str(llm_cache) if llm_cache else None, workers=resolve_workers(workers or "1"),
+                        ray=ray)
     summary = run_eval(config, resume=resume)
     headline = {k: v for k, v in summary.items() if k != "breakdowns"}
     echo_json(headline)
     click.echo(f"report: {out / 'report.md'}", err=True)
+
+
+@eval_group.command("grid")
+@click.argument("grid", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the cells (OUT/<reasoner>/<questions>), compare.md and compare.png.")
+@fan_out_options
+@friendly_errors
+def eval_grid(grid: Path, out: Path, workers: str | None, ray: str | None) -> None:
+    """Run every cell of GRID (a TOML file: question files x models x reasoners x settings; see
+    docs/evaluation.md), resuming finished and half-done cells, then compare them all."""
+    from localkg.evaluation.grid import read_grid, run_grid
+    from localkg.evaluation.report import compare_runs
+    from localkg.evaluation.workers import resolve_workers
+
+    cells = read_grid(grid, out)
+    fan_out = {**({"workers": resolve_workers(workers)} if workers else {}), **({"ray": ray} if ray else {})}
+    for number, (cell, summary) in enumerate(run_grid(cells, **fan_out), 1):
+        click.echo(f"[{number}/{len(cells)}] {cell.name}: n={summary['n']} hits@1={summary['hits@1']:.3f}", err=True)
+    click.echo(compare_runs([cell.config.out for cell in cells], out))
 
 
 @eval_group.command("compare")
