@@ -125,3 +125,56 @@ def distance_checkpoint(scorer):
         return save_checkpoint(path, model, scorer.embedder.model_name, {"trained_on": "nothing (test)"})
 
     return write
+
+
+# ---------------------------------------------------------------- load reliability (generated dumps)
+MAKE_DUMP = SHARED.parent / "tools" / "make_dump.py"
+
+
+class Dumps:
+    """Generated dumps, split, and everything a store holds, for the load-reliability tests."""
+
+    @staticmethod
+    def make_dump(out: Path, kind: str, entities: int, *extra: str) -> dict:
+        """Write a generated ``freebase`` or ``wikidata`` dump; return make_dump's summary."""
+        import json
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, str(MAKE_DUMP), kind, "--entities", str(entities), "--out", str(out),
+                               *extra], check=True, capture_output=True, text=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    @staticmethod
+    def split_after(path: Path, line: int, folder: Path) -> tuple[Path, Path]:
+        """The file's first ``line`` lines and the rest, as two files in ``folder``."""
+        lines = path.read_bytes().splitlines(keepends=True)
+        first, rest = folder / f"{path.stem}.1{path.suffix}", folder / f"{path.stem}.2{path.suffix}"
+        first.write_bytes(b"".join(lines[:line]))
+        rest.write_bytes(b"".join(lines[line:]))
+        return first, rest
+
+    @staticmethod
+    def contents(db: Path) -> dict[str, list]:
+        """Every node (with its attributes), fact, relation (with its counts), label, name link and hub
+        summary of the store at ``db``, sorted: two stores are the same graph when these are equal."""
+        from localkg.store import KG
+
+        with KG.open(db, read_only=True) as kg:
+            def rows(query: str) -> list:
+                return sorted(tuple(tuple(sorted(v)) if isinstance(v, list) else v for v in row)
+                              for row in kg.execute(query).get_all())
+            return {
+                "nodes": rows("MATCH (n:Node) RETURN n.id, n.name, n.kind, n.aliases, n.description, n.types, n.value, "
+                              "n.datatype, n.lang, n.hub"),
+                "facts": rows("MATCH (a:Node)-[f:Fact]->(b:Node) RETURN a.id, f.rel, b.id"),
+                "relations": rows("MATCH (r:Relation) RETURN r.id, r.label, r.description, r.facts"),
+                "labels": rows("MATCH (l:Label) RETURN l.id"),
+                "names": rows("MATCH (l:Label)-[x:Names]->(n:Node) RETURN l.id, x.how, n.id"),
+                "summaries": rows("MATCH (n:Node)-[h:HasRel]->(r:Relation) RETURN n.id, h.dir, r.id, sum(h.n)"),
+            }
+
+
+@pytest.fixture(scope="session")
+def dumps() -> type[Dumps]:
+    return Dumps

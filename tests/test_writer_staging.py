@@ -4,6 +4,7 @@ transactions included, leaves a database whose next writer ends with
 exactly the graph of an uninterrupted write: nothing lost, nothing copied twice."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from localkg.store import KG
 from localkg.store.batch import FactBatch
+from localkg.store.crashpoints import ENV as CRASH_ENV
 
 FACTS = [(f"h{i}", f"r{i % 3}", f"t{i % 5}") for i in range(40)]
 
@@ -42,46 +44,34 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple:
         return _graph(kg)
 
 
+KILL_POINTS = {  # what the tests call each point: the writer's crash point (localkg/store/crashpoints.py)
+    "before saving the keys": "staged:2",  # the second batch is staged, its keys are not saved
+    "inside the flush, before its first commit": "copying Node",
+    "between the flush's steps (nodes, labels and names committed)": "flushed names",
+    "inside the flush's fact step, before its commit": "copying Fact",
+    "after the flush committed": "batch dropped",  # dies removing the first flushed batch
+}
+
+
 def _killed_at(db: Path, point: str) -> None:
     """Write the two batches in a child process that kills itself (SIGKILL) at ``point``."""
     code = f"""
-import os, signal, shutil
-import localkg.store.writer as writer_module
 from localkg.store import KG
 from tests.test_writer_staging import FACTS, _batch
 
-def die(*args, **kwargs):
-    os.kill(os.getpid(), signal.SIGKILL)
-
-point = {point!r}
 kg = KG.create({str(db)!r})
 writer = kg.writer()
 writer.write(_batch(FACTS[:20]))
-if point == "before saving the keys":  # the second batch is staged, its fact keys are not saved
-    writer.keys["facts"].add = die
-elif point == "inside the flush, before its first commit":
-    copy = writer_module.GraphWriter._copy_nodes
-    writer_module.GraphWriter._copy_nodes = lambda self, batches: (copy(self, batches), die())
-elif point == "between the flush's steps (nodes, labels and names committed)":
-    writer_module.GraphWriter._copy_facts = die
-elif point == "inside the flush's fact step, before its commit":
-    copy = writer_module.GraphWriter._copy_table
-    writer_module.GraphWriter._copy_table = lambda self, table, batches: (
-        copy(self, table, batches), die() if table == "Fact" else None)
 writer.write(_batch(FACTS[20:]))
-if point == "after the flush committed":  # dies removing the first flushed batch
-    writer_module.shutil.rmtree = die
 writer.flush()
 raise SystemExit("not killed")
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
-                          capture_output=True, text=True)
+                          env={**os.environ, CRASH_ENV: KILL_POINTS[point]}, capture_output=True, text=True)
     assert done.returncode == -9, done.stderr
 
 
-@pytest.mark.parametrize("point", ["before saving the keys", "inside the flush, before its first commit",
-                                   "between the flush's steps (nodes, labels and names committed)",
-                                   "inside the flush's fact step, before its commit", "after the flush committed"])
+@pytest.mark.parametrize("point", list(KILL_POINTS))
 def test_a_writer_killed_while_staging_or_flushing_loses_and_duplicates_nothing(
         tmp_path: Path, reference: tuple, point: str) -> None:
     db = tmp_path / "db"

@@ -21,7 +21,11 @@ worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, whic
   memory for every node group of its node table (about 130 bytes per node for
   ``Fact``, 68 for the forward-only ``HasRel``, whatever it copies;
   ``bench/copy_rel_memory.py``), which Kùzu frees only when the database
-  closes, so in one transaction the tables' costs added up;
+  closes, so in one transaction the tables' costs added up. The tables with a
+  primary key (``Node``, ``Label``, ``Relation``) take rows into a non-empty
+  table in pieces of at most a quarter of what it holds, each followed by a
+  checkpoint: a larger merge makes kuzu 0.11.3 lose keys from the index
+  (:func:`keyed_pieces`);
 * keeps the relation summary of hub nodes (``HasRel``, see ``schema.py``) and
   the relation catalogue's fact counts up to date: a hub's new facts are
   summarised as they are staged, and a node that passes ``hub_degree`` when the
@@ -34,8 +38,7 @@ A crash loses nothing that was staged. A flush writes ``staged/flushing.json``
 (the batches, and the counts the database has and will have) before its first
 transaction; a writer that finds it compares those counts with the database's:
 it drops the batches if every step committed, forgets the record if none did,
-and otherwise finishes the flush, skipping the tables that already hold their
-rows. If the process dies between staging a
+and otherwise finishes the flush, skipping the rows the tables already hold. If the process dies between staging a
 batch and saving the hash sets, the next writer notices that the sets disagree
 with the database plus the staged batches and rebuilds them from both. A
 writer opening on staged batches flushes them first.
@@ -76,6 +79,7 @@ import pyarrow.parquet as pq
 from localkg.errors import LoadError
 from localkg.store import schema
 from localkg.store.batch import SEP, ColumnBatch, FactBatch, list_lengths, merge_rows_by_id
+from localkg.store.crashpoints import crash_point
 from localkg.store.keyset import KeySet, hash_keys, write_atomically
 from localkg.store.labels import relation_label
 from localkg.store.model import IN, OUT
@@ -98,6 +102,9 @@ _MERGED_LISTS = ("aliases", "types")  # ... and what it may add to
 POOL_BYTES_PER_UPDATED_NUMBER = 1024
 PENDING_SPAN = 1 << 20  # sequence numbers per directory of pending updates (see the module docstring)
 _UPDATE_BATCH = 5_000
+KEYED_PIECE_MIN = 256
+_RELATION_SCHEMA = pa.schema([("id", pa.string()), ("label", pa.string()), ("description", pa.string()),
+                              ("facts", pa.int64())])
 _REBUILD_RANGE = 200_000
 
 
@@ -184,6 +191,7 @@ class GraphWriter:
                     {"low": low, "high": high, "threshold": threshold})]
                 if hubs:
                     self._summarise_new_hubs(hubs)
+            crash_point("flagged hubs in a range")
 
     def sequence_ranges(self) -> list[tuple[int, int]]:
         """The ranges ``[low, high)`` of :attr:`update_span` sequence numbers that cover every stored
@@ -242,6 +250,7 @@ class GraphWriter:
                 raise LoadError(f"{rows.num_rows - matched} of {rows.num_rows} saved node updates name nodes "
                                 f"that are not stored with their sequence number in [{low}, {high})")
         self.kg.execute("CHECKPOINT")
+        crash_point("applied updates in a range")
 
     def _sequence_numbers(self, ids: pa.ChunkedArray | pa.Array) -> np.ndarray:
         """The sequence numbers of stored or staged nodes (from the node hash set)."""
@@ -375,8 +384,7 @@ class GraphWriter:
     def write(self, batch: FactBatch | ColumnBatch) -> WriteCounts:
         """Append one batch (staged; durable once this returns); return what it added."""
         columns = batch.columns() if isinstance(batch, FactBatch) else batch
-        with self._transaction():
-            self._write_relations(columns)
+        self._write_relations(columns)
         self.staged.mkdir(parents=True, exist_ok=True)
         batches = self._batches()
         number = int(batches[-1].name) + 1 if batches else 0
@@ -396,6 +404,7 @@ class GraphWriter:
             self._staged_rows += counts.nodes_added + counts.facts_added
         else:
             target.rmdir()
+        crash_point("staged")
         for name in KEYSETS:
             if name in pending:
                 self.keys[name].add(pending[name], pending.get("seq") if name == "nodes" else None)
@@ -426,46 +435,73 @@ class GraphWriter:
             # a flush cut off between its steps resumes from what the database holds
             held = self._database_counts() if marker.exists() else record["before"]
             write_atomically(marker, lambda handle: handle.write(json.dumps(record).encode()))
+            crash_point("flush marked")
             for name, copy in self._flush_steps():
                 if record["expected"][name] == record["before"][name]:
-                    copy(batches)  # nothing to copy (the node step may save updates of stored nodes)
+                    copy(batches, held[name], 0)  # nothing to copy (the node step may save updates of stored nodes)
                 elif held[name] != record["expected"][name]:  # else committed before the interruption
-                    with self._transaction():
-                        copy(batches)
+                    copy(batches, held[name], held[name] - record["before"][name])
+                    crash_point(f"flushed {name}")
                     self.kg.reopen()  # Kùzu frees what a copy held only when the database closes
         except BaseException:
             self._flush_failed = True
             raise
         for batch in batches:
             shutil.rmtree(batch)
+            crash_point("batch dropped")
         marker.unlink()
         self._staged_rows = 0
         self._changed = True
 
-    def _flush_steps(self) -> list[tuple[str, Callable[[list[Path]], None]]]:
-        """A flush's transactions, in order, each named by the count it raises: nodes (with the
-        updates of staged nodes folded in, those of stored nodes saved for later), labels, name
-        links, facts with the relations' fact counts, hub summaries."""
-        return [("nodes", self._copy_nodes), ("labels", partial(self._copy_table, "Label")),
-                ("names", partial(self._copy_table, "Names")), ("facts", self._copy_facts),
-                ("summaries", partial(self._copy_table, "HasRel"))]
+    def _flush_steps(self) -> list[tuple[str, Callable[[list[Path], int, int], None]]]:
+        """A flush's steps, in order, each named by the count it raises and called with the rows
+        the database holds of it, and how many of those an interrupted flush copied: nodes (with the updates of staged nodes folded in, those of stored
+        nodes saved for later), labels, name links, facts with the relations' fact counts, hub
+        summaries. The tables with a primary key take their rows in pieces (:func:`keyed_pieces`),
+        the others in one transaction."""
+        return [("nodes", self._copy_nodes),
+                ("labels", lambda batches, held, copied: self._append_keyed("Label", _read_staged(batches, "Label"),
+                                                                       held, copied)),
+                ("names", partial(self._copy_rel_table, "Names")), ("facts", self._copy_facts),
+                ("summaries", partial(self._copy_rel_table, "HasRel"))]
+
+    def _copy_rel_table(self, table: str, batches: list[Path], held: int, copied: int) -> None:
+        with self._transaction():
+            self._copy_table(table, batches)
 
     def _copy_table(self, table: str, batches: list[Path]) -> None:
         files = [_quote_path(path) for batch in batches if (path := batch / f"{table}.parquet").exists()]
         if files:
             self.kg.execute(f"COPY {table} FROM [{', '.join(repr(f) for f in files)}]")
 
-    def _copy_facts(self, batches: list[Path]) -> None:
+    def _copy_facts(self, batches: list[Path], held: int, copied: int) -> None:
         """The facts, and each relation's fact count raised by as many (in one transaction, so the
         counts never disagree with the facts)."""
-        self._copy_table("Fact", batches)
-        counted = _read_staged(batches, "RelationCount")
-        if counted is not None:
-            per_relation = counted.group_by("id", use_threads=False).aggregate([("n", "sum")])
-            path = self._stage("RelationCount", {"id": per_relation.column("id"), "n": per_relation.column("n_sum")})
-            self.kg.execute(f"LOAD FROM '{path}' MATCH (r:Relation {{id: id}}) SET r.facts = r.facts + n")
+        with self._transaction():
+            self._copy_table("Fact", batches)
+            counted = _read_staged(batches, "RelationCount")
+            if counted is not None:
+                per_relation = counted.group_by("id", use_threads=False).aggregate([("n", "sum")])
+                path = self._stage("RelationCount", {"id": per_relation.column("id"),
+                                                     "n": per_relation.column("n_sum")})
+                self.kg.execute(f"LOAD FROM '{path}' MATCH (r:Relation {{id: id}}) SET r.facts = r.facts + n")
+            crash_point("copying Fact")
 
-    def _copy_nodes(self, batches: list[Path]) -> None:
+    def _append_keyed(self, table: str, rows: pa.Table | None, held: int, copied: int) -> None:
+        """Copy the ``rows`` of a flush into a node table (a table with a primary key) that holds
+        ``held`` rows, skipping the first ``copied``, which an interrupted flush already copied
+        (the rows are rebuilt in the same order), in the pieces of :func:`keyed_pieces`, each its own transaction followed
+        by a checkpoint, which is when Kùzu merges a piece's keys into the table's hash index."""
+        if rows is None or copied >= rows.num_rows:
+            return
+        for start, stop in keyed_pieces(held, rows.num_rows - copied):
+            with self._transaction():
+                self.kg.execute(f"COPY {table} FROM '{self._stage(table, rows.slice(copied + start, stop - start))}'")
+                crash_point(f"copying {table}")
+            self.kg.execute("CHECKPOINT")
+            crash_point(f"copied a piece of {table}")
+
+    def _copy_nodes(self, batches: list[Path], held: int, copied: int) -> None:
         """Copy the staged nodes, each with the later batches' updates already applied.
 
         In a dump, most updates are of nodes staged in the same flush (a node named by an earlier
@@ -493,8 +529,7 @@ class GraphWriter:
             stored = changed.filter(pc.invert(to_staged))
             if stored.num_rows:
                 self._save_pending_updates(merge_rows_by_id(stored, _MERGED_SCALARS, _MERGED_LISTS))
-        if nodes is not None and nodes.num_rows:
-            self.kg.execute(f"COPY Node FROM '{self._stage('Node', nodes)}'")
+        self._append_keyed("Node", nodes, held, copied)
 
     def _stage(self, name: str, table: pa.Table | dict[str, pa.Array | list]) -> str:
         """Write rows to a transient staging Parquet file; return its path, quoted-safe for a Cypher literal."""
@@ -504,25 +539,31 @@ class GraphWriter:
         return _quote_path(path)
 
     def _write_relations(self, batch: ColumnBatch) -> None:
+        """Add the batch's new relations (``Relation`` has a primary key: :meth:`_append_keyed`) and
+        set the labels and descriptions it gives known ones."""
         wanted = set(pc.unique(batch.facts.column("rel")).to_pylist()) | set(batch.relation_info)
         if not wanted:
             return
         existing = {row[0] for row in self.kg._run(
             "MATCH (r:Relation) WHERE list_contains($ids, r.id) RETURN r.id", {"ids": sorted(wanted)})}
-        rows = []
+        new, changed = [], []
         for relation in sorted(wanted):
             label, description = batch.relation_info.get(relation, ("", ""))
             if relation not in existing:
-                rows.append({"id": relation, "label": label or relation_label(relation), "description": description})
+                new.append({"id": relation, "label": label or relation_label(relation), "description": description,
+                            "facts": 0})
             elif label or description:
-                rows.append({"id": relation, "label": label, "description": description})
-        for chunk in _chunks(rows, _UPDATE_BATCH):
-            self.kg.execute(
-                "UNWIND $rows AS row MERGE (r:Relation {id: row.id}) "
-                "ON CREATE SET r.label = row.label, r.description = row.description, r.facts = 0 "
-                "ON MATCH SET r.label = CASE WHEN row.label = '' THEN r.label ELSE row.label END, "
-                "r.description = CASE WHEN row.description = '' THEN r.description ELSE row.description END",
-                {"rows": chunk})
+                changed.append({"id": relation, "label": label, "description": description})
+        if new:
+            held = self.kg._run("MATCH (r:Relation) RETURN count(*)")[0][0]
+            self._append_keyed("Relation", pa.Table.from_pylist(new, _RELATION_SCHEMA), held, 0)
+        for chunk in _chunks(changed, _UPDATE_BATCH):
+            with self._transaction():
+                self.kg.execute(
+                    "UNWIND $rows AS row MATCH (r:Relation {id: row.id}) "
+                    "SET r.label = CASE WHEN row.label = '' THEN r.label ELSE row.label END, "
+                    "r.description = CASE WHEN row.description = '' THEN r.description ELSE row.description END",
+                    {"rows": chunk})
 
     def _stage_nodes(self, batch: ColumnBatch, pending: dict[str, np.ndarray], target: Path) -> tuple[int, int]:
         """Stage the batch's new nodes, numbered on from the nodes stored and staged so far, and its
@@ -627,6 +668,34 @@ def flush_rows_for_pool(buffer_pool_bytes: int) -> int:
     4194304
     """
     return max(1, buffer_pool_bytes // POOL_BYTES_PER_FLUSHED_ROW)
+
+
+def keyed_pieces(held: int, rows: int) -> list[tuple[int, int]]:
+    """The pieces ``[start, stop)`` in which ``rows`` new rows go into a table with a primary key
+    that holds ``held``: all at once into an empty table (Kùzu builds its hash index whole), else
+    each piece at most a quarter of what the table holds by then, and at least
+    :data:`KEYED_PIECE_MIN` rows.
+
+    Why: kuzu 0.11.3 loses keys from a primary-key index when one checkpoint more than doubles
+    one of the index's 256 hash partitions (its slot split splits again a slot it made in the same
+    call and drops entries moved there). A lost key's node is in the table but not found by its
+    ``id``, so the next ``COPY`` of facts naming it fails, every retry too: appending 115k Freebase
+    nodes to 88k lost one; in quarters, none (docs/loading.md, "Appending"). A quarter keeps every
+    partition far from doubling; a piece of 256 rows adds about one key to each partition.
+
+    >>> keyed_pieces(0, 5000)
+    [(0, 5000)]
+    >>> keyed_pieces(1000, 1000)
+    [(0, 256), (256, 570), (570, 962), (962, 1000)]
+    """
+    if held == 0:
+        return [(0, rows)] if rows else []
+    pieces, start = [], 0
+    while start < rows:
+        stop = min(rows, start + max(KEYED_PIECE_MIN, (held + start) // 4))
+        pieces.append((start, stop))
+        start = stop
+    return pieces
 
 
 def update_span_for_pool(buffer_pool_bytes: int) -> int:
