@@ -344,7 +344,7 @@ def link(text: str, db: Path, k: int, embed_model: Path | None, as_json: bool) -
 # ---------------------------------------------------------------- training (helper "fog")
 @main.group("train")
 def train_group() -> None:
-    """Train the learned parts of reasoners (the FoG foresight scorer)."""
+    """Train the learned parts of reasoners (the relation-path scorer, the FoG foresight scorer)."""
 
 
 @train_group.command("fog")
@@ -409,6 +409,64 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
     else:
         click.echo(f"trained on {report.examples} examples ({report.skipped} questions gave none) on "
                    f"{report.device}; checkpoint: {report.checkpoint}")
+
+
+@train_group.command("paths")
+@db_option()
+@click.option("--questions", "questions", required=True, multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Questions with answers (any format `localkg eval` reads; JSONL: question, answers, "
+                   "optional topic_entities); repeatable.")
+@click.option("--format", "fmt", default="auto", show_default=True, help="Questions format (see localkg eval).")
+@click.option("--max-hops", "max_hops", type=click.IntRange(1, 4), default=3, show_default=True,
+              help="Longest relation path searched for.")
+@click.option("--sample", type=click.IntRange(min=1), help="Train on a seeded sample of N questions per file.")
+@click.option("--exclude-sample", "exclude_sample", type=click.IntRange(min=1),
+              help="Leave out the questions `localkg eval --sample N --seed S` asks (keep evaluation unseen).")
+@click.option("--exclude-seed", "exclude_seed", type=int, default=0, show_default=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Checkpoint to write (default: DB/paths/scorer.pt, where the reasoners look).")
+@click.option("--epochs", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default=None, help="torch device (default: cuda when available, else cpu).")
+@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch (default: torch's choice; "
+              "1 is faster on a machine busy with other work).")
+@click.option("--json", "as_json", is_flag=True, help="Print the training report as JSON.")
+@friendly_errors
+def train_paths(db: Path, questions: tuple[Path, ...], fmt: str, max_hops: int, sample: int | None,
+                exclude_sample: int | None, exclude_seed: int, out: Path | None, epochs: int, seed: int,
+                device: str | None, threads: int | None, as_json: bool) -> None:
+    """Learn which relation paths questions ask for, from question-answer pairs (docs/training.md)."""
+    import torch
+
+    from localkg.fog.train import TrainingSet
+    from localkg.retrieval.checkpoint import default_checkpoint
+    from localkg.retrieval.supervision import SupervisionLimits
+    from localkg.retrieval.train import TrainConfig, train_from_files
+    from localkg.store import KG
+
+    if threads:
+        torch.set_num_threads(threads)
+    config = TrainConfig(epochs=epochs, seed=seed, device=device)
+    selection = TrainingSet([str(q) for q in questions], fmt, sample, exclude_sample, exclude_seed)
+
+    def show(epoch: Any) -> None:
+        if not as_json:
+            click.echo(f"epoch {epoch.epoch}: train loss {epoch.train_loss:.4f}, held-out loss "
+                       f"{epoch.held_out_loss:.4f}, held-out accuracy@1 {epoch.held_out_accuracy:.3f}", err=True)
+
+    with KG.open(db, read_only=True) as kg:
+        report = train_from_files(kg, selection, config, out or default_checkpoint(kg.path),
+                                  limits=SupervisionLimits(max_hops=max_hops), progress=not as_json, on_epoch=show)
+    if as_json:
+        echo_json(report.to_json())
+        return
+    supervision = report.supervision
+    gold = (f"; best path = the dataset's gold path for {supervision.gold_accuracy:.3f} of {supervision.gold_named}"
+            if supervision.gold_named else "")
+    click.echo(f"labelled {supervision.labelled} of {supervision.questions} questions ({supervision.skipped_no_path} "
+               f"reach no answer, {supervision.skipped_no_topic} have no topic in the store){gold}; "
+               f"{report.seconds:.0f} s on {report.device}; checkpoint: {report.checkpoint}")
 
 
 # ---------------------------------------------------------------- dump loading (helper "dumps")

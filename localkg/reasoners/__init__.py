@@ -16,3 +16,4 @@ from localkg.reasoners import paths  # noqa: E402,F401  (paths: Paths-over-Graph
 from localkg.reasoners import plan  # noqa: E402,F401  (plan: Plan-on-Graph)
 from localkg.reasoners import ppoga  # noqa: E402,F401  (ppoga: Predictive Plan-on-Graph with Action)
 from localkg.reasoners import dtkg  # noqa: E402,F401  (dtkg: dual-track KG reasoner)
+from localkg.reasoners import learned_paths  # noqa: E402,F401  (learned-paths: trained relation-path retriever)

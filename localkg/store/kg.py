@@ -286,6 +286,29 @@ class KG:
         rows = self._logged("neighbors", {"entity": entity, "relation": relation, "direction": direction}, run)
         return [_node(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def reach(self, sources: Sequence[str], relation: str | None, direction: str = OUT,
+              limit: int | None = None) -> list[tuple[str, str, Node]]:
+        """(source id, relation, node reached) for every fact walked ``direction`` (``out`` or
+        ``in``) from any of ``sources`` over ``relation`` (every relation when None), at most
+        ``limit`` rows.
+
+        One query for a whole set of nodes (``neighbors`` asks per node and relation): relation
+        paths are executed set by set, so a frontier of hundreds of films costs one round trip
+        per hop.
+        """
+        if direction not in (OUT, IN):
+            raise ValueError(f"direction must be {OUT} or {IN}, not {direction!r}")
+        pattern = "(a:Node)-[f:Fact]->(b:Node)" if direction == OUT else "(a:Node)<-[f:Fact]-(b:Node)"
+        condition = "a.id IN $ids" + ("" if relation is None else " AND f.rel = $rel")
+        parameters: dict[str, Any] = {"ids": list(dict.fromkeys(sources)),
+                                      "limit": NO_LIMIT if limit is None else int(limit)}
+        if relation is not None:
+            parameters["rel"] = relation
+        query = f"MATCH {pattern} WHERE {condition} RETURN a.id, f.rel, b.id, b.name, b.kind, b.value LIMIT $limit"
+        rows = self._logged("reach", {"sources": len(parameters["ids"]), "relation": relation,
+                                      "direction": direction}, lambda: self._run(query, parameters))
+        return [(r[0], r[1], _node(r[2], r[3], r[4], r[5])) for r in rows]
+
     def triples(self, entity: str, limit: int | None = None, relation_filter: Iterable[str] = ()) -> list[Triple]:
         """Facts incident to ``entity`` in both directions, with names, in graph orientation."""
         limit = NO_LIMIT if limit is None else int(limit)

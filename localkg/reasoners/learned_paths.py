@@ -1,0 +1,77 @@
+"""``learned-paths``: answer with the relation path a trained scorer ranks first.
+
+The scorer (``localkg train paths``, ``localkg.retrieval``) was trained on
+question–answer pairs of this store; it ranks the relation paths from the
+topic entities (beam search over the relation structure) and the best one is
+executed: its end nodes are the answers, each with its evidence path. Only
+when the two best paths are close (probabilities within ``margin``) and lead
+to different answers does the bundled LLM choose among the top
+``llm_options`` with one grammar-constrained call, so a question costs at
+most one call. ``llm_options=0`` never calls the model.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from localkg import prompts
+from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.common import ask_choice
+from localkg.retrieval.walk import path_text
+
+if TYPE_CHECKING:  # the ranker's features use the reasoners' relation words: imported when first used
+    from localkg.retrieval.ranking import PathRanker, ScoredPath
+
+PROMPTS = "learned_paths"
+
+
+@register
+class LearnedPathsReasoner(Reasoner):
+    """Executes the trained scorer's best relation path; see the module docstring."""
+
+    name = "learned-paths"
+    defaults: dict[str, Any] = {"checkpoint": "", "beam": 10, "k": 5, "margin": 0.2, "llm_options": 3,
+                                "max_answers": 100, "shown_answers": 3}
+
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self._ranker: PathRanker | None = None
+
+    @property
+    def ranker(self) -> "PathRanker":
+        if self._ranker is None:
+            from localkg.retrieval.ranking import PathRanker
+
+            self._ranker = PathRanker(self.kg, self.config["checkpoint"] or None,
+                                      embedder=self.context.scorer.embedder, beam=self.config["beam"])
+        return self._ranker
+
+    def solve(self, question: str, topics: list[str], result: Result) -> None:
+        routes = self.ranker.rank_paths(question, topics, k=self.config["k"])
+        if not routes:
+            result.notes.append("no answer found: no relation path from the topic entities reaches another node")
+            return
+        chosen = self._close_call(question, topics, routes, result) if self._is_close(routes) else routes[0]
+        limit = self.config["max_answers"]
+        result.answers = [Answer(node.id, node.display, chosen.probability) for node in chosen.answers[:limit]]
+        result.evidence = [path for walks in chosen.evidence[:limit] for path in walks]
+        result.notes.append(f"relation path {chosen} (probability {chosen.probability:.3f}; "
+                            f"next: {', '.join(f'{r.probability:.3f}' for r in routes[1:3]) or 'none'})")
+
+    def _is_close(self, routes: list["ScoredPath"]) -> bool:
+        return (self.config["llm_options"] > 1 and len(routes) > 1
+                and routes[0].probability - routes[1].probability < self.config["margin"]
+                and {n.id for n in routes[0].answers} != {n.id for n in routes[1].answers})
+
+    def _close_call(self, question: str, topics: list[str], routes: list["ScoredPath"], result: Result) -> "ScoredPath":
+        """One grammar-constrained choice among the top routes (the scorer's order if it fails)."""
+        options = routes[:self.config["llm_options"]]
+        shown = self.config["shown_answers"]
+        texts = [" + ".join(path_text(path) for _topic, path in route.legs) + " → "
+                 + ", ".join(node.display for node in route.answers[:shown]) for route in options]
+        names = ", ".join(self.kg.name(topic) for topic in topics)
+        prompt = prompts.render(PROMPTS, "choose_path", question=question, topics=names)
+        picked = ask_choice(self.llm, prompt, texts, step="choose path", notes=result.notes)
+        if not picked:
+            return routes[0]
+        result.notes.append(f"close call between the top {len(options)} paths: the model chose option {picked[0] + 1}")
+        return options[picked[0]]

@@ -1,0 +1,86 @@
+"""Saving and loading a trained path scorer, tied to its store and its encoder.
+
+A checkpoint is one ``torch.save`` file of plain data (weights, the scorer's
+sizes, the encoder's name, the store's fingerprint and what it was trained
+on), read back with ``weights_only=True`` so loading never runs pickled code.
+The fingerprint is a hash of the store's relation catalogue: a scorer has
+learned what *these* relations mean, so a checkpoint from a store with other
+relations is refused, while loading more facts over the same relations keeps
+it valid. Writes go to a temporary file that replaces the target, so an
+interrupted training run leaves the previous checkpoint intact.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from localkg.errors import CheckpointError
+from localkg.retrieval.model import PathScorer, ScorerConfig
+from localkg.store.kg import KG
+
+FORMAT = 1
+#: Where ``localkg train paths`` writes by default, and where the reasoners look: beside the graph.
+DEFAULT_NAME = Path("paths") / "scorer.pt"
+
+
+def default_checkpoint(db_path: str | Path) -> Path:
+    return Path(db_path) / DEFAULT_NAME
+
+
+def store_fingerprint(kg: KG) -> str:
+    """A hash of the relation ids the store holds (what a trained scorer depends on)."""
+    relations = sorted(relation for relation, _label, _description, _facts in kg.relation_catalogue())
+    return hashlib.sha256("\n".join(relations).encode("utf-8")).hexdigest()[:16]
+
+
+def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, fingerprint: str,
+                    meta: dict[str, Any]) -> Path:
+    """Write ``model`` with its config, encoder name, store fingerprint and training ``meta``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": FORMAT,
+        "config": model.config.to_json(),
+        "encoder": encoder,
+        "store": fingerprint,
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "meta": meta,
+    }
+    temporary = path.with_name(path.name + ".tmp")
+    torch.save(payload, temporary)
+    temporary.replace(path)
+    return path
+
+
+def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None = None,
+                    device: str | torch.device = "cpu") -> tuple[PathScorer, dict[str, Any]]:
+    """The scorer (in eval mode, on ``device``) and the checkpoint's training ``meta``.
+
+    With ``kg`` the checkpoint must have been trained on a store with the same relations, with
+    ``encoder`` on the same frozen encoder: either mismatch would score noise, so it is refused.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no path scorer checkpoint at {path} (train one with `localkg train paths`)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+        if payload.get("format") != FORMAT:
+            raise CheckpointError(f"{path}: path scorer checkpoint format {payload.get('format')!r}, "
+                                  f"expected {FORMAT}; retrain with `localkg train paths`")
+        model = PathScorer(ScorerConfig(**payload["config"]))
+        model.load_state_dict(payload["state_dict"])
+    except CheckpointError:
+        raise
+    except Exception as error:  # torch raises many kinds for a truncated or foreign file
+        raise CheckpointError(f"{path} is not a path scorer checkpoint: {error}") from None
+    if encoder is not None and payload["encoder"] != encoder:
+        raise CheckpointError(f"{path} was trained with the encoder {payload['encoder']!r}, not {encoder!r}; "
+                              "use the same encoder or retrain")
+    if kg is not None and payload["store"] != store_fingerprint(kg):
+        raise CheckpointError(f"{path} was trained on another store (its relations differ from those of "
+                              f"{kg.path}); retrain with `localkg train paths --db {kg.path}`")
+    model.eval()
+    return model.to(device), {**payload["meta"], "encoder": payload["encoder"], "store": payload["store"]}

@@ -1,0 +1,68 @@
+"""The path scorer: how well a relation path answers a question, over a frozen sentence encoder.
+
+The question is embedded once by the frozen encoder (MiniLM), with its topic
+names taken out. A path is built from its hops, so a combination never seen in
+training (a 3-hop chain after training on 1- and 2-hop ones) still gets a
+score: each hop is the encoder's vector of its relation's readable label, that
+vector times the question's (so a hop can match words of the question, "sex"
+and ``gender``), its direction and its position (first, last, both or
+neither), put through a small MLP; the hops' vectors are summed. The score is the dot product of the projected
+question and the path vector. A per-hop MLP, not a plain sum of hop
+embeddings, because the order matters: ``starred_actors⁻¹ / directed_by``
+(the directors of X's films) and ``directed_by⁻¹ / starred_actors`` (the
+actors of X's films) have the same hops in another order.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+#: Hop position features: is it the first hop, is it the last (a one-hop path's is both; a
+#: middle hop is neither).
+POSITIONS = 2
+
+
+@dataclass(frozen=True)
+class ScorerConfig:
+    encoder_dim: int = 384
+    hidden: int = 256
+    dropout: float = 0.1
+
+    def to_json(self) -> dict[str, int | float]:
+        return asdict(self)
+
+
+class PathScorer(nn.Module):
+    """Scores (question, relation path) pairs; see the module docstring."""
+
+    def __init__(self, config: ScorerConfig):
+        super().__init__()
+        self.config = config
+        hidden = config.hidden
+        self.question = nn.Sequential(nn.Linear(config.encoder_dim, hidden), nn.GELU(), nn.Dropout(config.dropout),
+                                      nn.Linear(hidden, hidden))
+        self.hop = nn.Sequential(nn.Linear(2 * config.encoder_dim + 1 + POSITIONS, hidden), nn.GELU(),
+                                 nn.Dropout(config.dropout), nn.Linear(hidden, hidden))
+        self.path = nn.Sequential(nn.GELU(), nn.Linear(hidden, hidden))
+
+    def encode_paths(self, questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,
+                     backward: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Path vectors (n, hidden) for the encoded ``questions`` (n, dim) from hop tensors
+        (n, hops): relation index into ``relation_vectors``, whether the hop is walked
+        backwards, and which hops exist."""
+        length = mask.sum(dim=1, keepdim=True)
+        index = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0).expand_as(mask)
+        positions = torch.stack([index == 0, index == (length - 1)], dim=-1).float()
+        labels = relation_vectors[relations]
+        features = torch.cat([labels, labels * questions.unsqueeze(1), backward.unsqueeze(-1).float(), positions],
+                             dim=-1)
+        hops = self.hop(features) * mask.unsqueeze(-1).float()
+        return self.path(hops.sum(dim=1))
+
+    def forward(self, questions: torch.Tensor, owner: torch.Tensor, relation_vectors: torch.Tensor,
+                relations: torch.Tensor, backward: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """One score per path; ``owner`` says which row of ``questions`` each path belongs to."""
+        paths = self.encode_paths(questions[owner], relation_vectors, relations, backward, mask)
+        return (self.question(questions)[owner] * paths).sum(dim=-1) / self.config.hidden ** 0.5

@@ -1,0 +1,138 @@
+"""Ranking a question's relation paths with a trained scorer: ``PathRanker.rank_paths``.
+
+Candidates come from the relation structure, not from entity walks: a beam
+search from each topic expands the ``beam`` best partial paths by every hop
+their frontier has (``walk``; two queries per depth), scores the extensions
+with the trained scorer, and keeps going up to the depth the scorer was
+trained for. Every path that reaches a node other than the topic is a
+candidate; their scores become probabilities by a softmax over the topic's
+candidates. With several topics (conjunctive questions) a candidate is one
+path per topic, its answers what all of them reach, its probability the
+product; combinations that share no node are dropped. Each ranked path
+carries its answers and, per answer, a real evidence path.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import Any, Callable, Sequence
+
+import torch
+
+from localkg.retrieval.checkpoint import default_checkpoint, load_checkpoint
+from localkg.retrieval.features import RelationVectors, path_tensors, question_text
+from localkg.retrieval.walk import Hop, PathWalker, RelationPath, path_text
+from localkg.store.kg import KG
+from localkg.store.model import Node, Path
+
+
+@dataclass(frozen=True)
+class ScoredPath:
+    """A ranked answer route: one relation path per topic, its probability, what it reaches and
+    why (``evidence[i]`` are the walks that lead to ``answers[i]``, one per topic)."""
+
+    legs: tuple[tuple[str, RelationPath], ...]
+    probability: float
+    answers: tuple[Node, ...]
+    evidence: tuple[tuple[Path, ...], ...]
+
+    def __str__(self) -> str:
+        return " + ".join(f"{topic}: {path_text(path)}" for topic, path in self.legs)
+
+
+class PathRanker:
+    """A trained path scorer over one store (see the module docstring)."""
+
+    def __init__(self, kg: KG, checkpoint: str | FsPath | None = None, embedder: Any = None, beam: int = 10,
+                 combinations: int = 5, keep: Callable[[str], bool] = lambda relation: True,
+                 device: str = "cpu"):
+        if embedder is None:
+            from localkg.indexes.embedding import Embedder
+
+            embedder = Embedder(device=device)
+        self.kg = kg
+        self.embedder = embedder
+        self.path = FsPath(checkpoint) if checkpoint else default_checkpoint(kg.path)
+        self.model, self.meta = load_checkpoint(self.path, kg, embedder.model_name, device)
+        self.device = device
+        self.max_hops = int(self.meta.get("max_hops", 3))
+        self.beam = int(beam)
+        self.combinations = int(combinations)
+        self.walker = PathWalker(kg, keep=keep)
+        self.vectors = RelationVectors(kg, embedder)
+        self._questions: dict[str, torch.Tensor] = {}
+
+    @torch.no_grad()
+    def score(self, question: str, topic_names: Sequence[str], paths: Sequence[RelationPath]) -> list[float]:
+        """The scorer's raw score of each path for ``question`` (higher is better)."""
+        if not paths:
+            return []
+        text = question_text(question, topic_names)
+        if text not in self._questions:
+            if len(self._questions) > 4096:
+                self._questions.clear()
+            self._questions[text] = torch.from_numpy(self.embedder.encode([text])).to(self.device)
+        relations, backward, mask = path_tensors(paths, self.vectors)
+        owner = torch.zeros(len(paths), dtype=torch.long, device=self.device)
+        scores = self.model(self._questions[text], owner, self.vectors.matrix.to(self.device),
+                            relations.to(self.device), backward.to(self.device), mask.to(self.device))
+        return scores.tolist()
+
+    def score_hops(self, question: str, topic_names: Sequence[str], prefix: RelationPath,
+                   hops: Sequence[Hop]) -> list[float]:
+        """How well each next hop continues ``prefix`` for ``question``: the score of the path
+        ``prefix + hop`` (what a reasoner that ranks relations one step at a time asks)."""
+        return self.score(question, topic_names, [tuple(prefix) + (hop,) for hop in hops])
+
+    def topic_paths(self, question: str, topic: str, topic_names: Sequence[str]) -> list[tuple[RelationPath, float]]:
+        """The candidate paths of one topic with their probabilities, best first (beam search)."""
+        scored: dict[RelationPath, float] = {}
+        layer: list[RelationPath] = [()]
+        for _depth in range(self.max_hops):
+            extensions = self.walker.expand(topic, layer)
+            if not extensions:
+                break
+            scores = self.score(question, topic_names, extensions)
+            for path, score in zip(extensions, scores):
+                if self.walker.ends(topic, path):
+                    scored[path] = score
+            ranked = sorted(range(len(extensions)), key=lambda i: -scores[i])
+            layer = [extensions[i] for i in ranked[:self.beam]]
+        if not scored:
+            return []
+        top = max(scored.values())
+        total = sum(math.exp(s - top) for s in scored.values())
+        return sorted(((path, math.exp(s - top) / total) for path, s in scored.items()), key=lambda item: -item[1])
+
+    def rank_paths(self, question: str, topics: Sequence[str], k: int = 5) -> list[ScoredPath]:
+        """The ``k`` most probable answer routes for ``question`` from its topic entities."""
+        self.walker.forget_paths()
+        names = [self.kg.name(topic) for topic in topics]
+        per_topic = [(topic, self.topic_paths(question, topic, names)) for topic in topics]
+        per_topic = [(topic, paths) for topic, paths in per_topic if paths]
+        if not per_topic:
+            return []
+        routes: list[ScoredPath] = []
+        choices = [[(topic, path, p) for path, p in paths[:self.combinations if len(per_topic) > 1 else k]]
+                   for topic, paths in per_topic]
+        for combination in itertools.product(*choices):
+            route = self._route(combination, {t for t, _paths in per_topic})
+            if route is not None:
+                routes.append(route)
+        routes.sort(key=lambda r: -r.probability)
+        return routes[:k]
+
+    def _route(self, legs: Sequence[tuple[str, RelationPath, float]], topics: set[str]) -> ScoredPath | None:
+        shared: dict[str, Node] | None = None
+        for topic, path, _p in legs:
+            ends = self.walker.ends(topic, path)
+            shared = dict(ends) if shared is None else {k: v for k, v in shared.items() if k in ends}
+        answers = [node for node_id, node in (shared or {}).items() if node_id not in topics]
+        if not answers:
+            return None
+        evidence = tuple(tuple(self.walker.evidence(topic, path, node.id) for topic, path, _p in legs)
+                         for node in answers)
+        return ScoredPath(tuple((topic, path) for topic, path, _p in legs), math.prod(p for _t, _path, p in legs),
+                          tuple(answers), evidence)

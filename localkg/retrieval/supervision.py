@@ -1,0 +1,168 @@
+"""Path labels from question–answer pairs alone: which relation paths lead to the answers.
+
+For each topic entity every relation path of up to ``max_hops`` hops is
+executed (``walk``) and labelled by the F1 of its end set, the topic left out,
+against the gold answers. With several topics (conjunctive questions: "a
+forward who plays for Mexico") the answers are what the topics' paths reach
+together, so a path is labelled by the best F1 of an intersection it takes
+part in. The best paths are the positives; ties go to the fewest hops, the
+others of the same topic are the negatives. A question whose paths reach no
+answer is skipped and counted. Question types and gold paths are never read
+here; :func:`gold_relation_paths` reads them only to report how often the
+best path found is the dataset's own (the supervision's accuracy).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from localkg.retrieval.walk import PathWalker, RelationPath
+from localkg.store.model import IN, Node
+from localkg.store.schema import normalise_label
+
+TIE = 1e-9
+
+
+@dataclass(frozen=True)
+class SupervisionLimits:
+    """How far and how wide the search for a question's paths goes."""
+
+    max_hops: int = 3
+    max_paths: int = 400
+    max_frontier: int = 5000
+    relation_sample: int = 3
+    paths_per_topic_in_pairs: int = 20
+
+
+@dataclass
+class TopicPaths:
+    """One topic's candidate paths and their labels (F1 in [0, 1]); ``best`` indexes the positives."""
+
+    topic: str
+    paths: list[RelationPath]
+    labels: list[float]
+    best: list[int]
+
+
+@dataclass
+class Supervision:
+    """What one question teaches: per topic the labelled paths, and the F1 the best ones reach."""
+
+    topics: list[TopicPaths]
+    best_f1: float
+
+    def best_paths(self) -> list[RelationPath]:
+        """The first positive of each topic (fewest hops, then fewest backward hops)."""
+        return [topic.paths[topic.best[0]] for topic in self.topics]
+
+
+def gold_keys(answers: Sequence[Sequence[str]]) -> list[frozenset[str]]:
+    """Each gold answer as the normalised strings that count for it (name, aliases, id)."""
+    return [frozenset(normalise_label(alias) for alias in aliases) for aliases in answers]
+
+
+def answer_f1(ends: Iterable[Node], gold: Sequence[frozenset[str]]) -> float:
+    """F1 of a set of nodes against the gold answers (a node counts by its name or its id)."""
+    ends = list(ends)
+    if not ends or not gold:
+        return 0.0
+    found: set[int] = set()
+    correct = 0
+    for node in ends:
+        keys = {normalise_label(node.name), normalise_label(node.id)}
+        hits = [index for index, aliases in enumerate(gold) if keys & aliases]
+        if hits:
+            correct += 1
+            found.update(hits)
+    if not correct:
+        return 0.0
+    precision, recall = correct / len(ends), len(found) / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def label_question(walker: PathWalker, topics: Sequence[str], answers: Sequence[Sequence[str]],
+                   limits: SupervisionLimits = SupervisionLimits()) -> Supervision | None:
+    """The labelled paths of one question, or None when no path of any topic reaches an answer."""
+    gold = gold_keys(answers)
+    candidates = [(topic, walker.enumerate(topic, limits.max_hops, limits.max_paths)) for topic in topics]
+    candidates = [(topic, paths) for topic, paths in candidates if paths]
+    if not candidates:
+        return None
+    if len(candidates) == 1:
+        topic, paths = candidates[0]
+        labels = [answer_f1(walker.ends(topic, path).values(), gold) for path in paths]
+    else:
+        labels_per_topic = _conjunctive_labels(walker, candidates, gold, limits)
+        return _supervision(candidates, labels_per_topic)
+    return _supervision(candidates, [labels])
+
+
+def _conjunctive_labels(walker: PathWalker, candidates: list[tuple[str, list[RelationPath]]],
+                        gold: Sequence[frozenset[str]], limits: SupervisionLimits) -> list[list[float]]:
+    """Per topic and path, the best F1 of the intersection of one path per topic it is part of.
+
+    Only paths that reach some answer can be in a useful intersection; of those the
+    ``paths_per_topic_in_pairs`` with the best F1 of their own are combined.
+    """
+    useful = []
+    for topic, paths in candidates:
+        own = [(answer_f1(walker.ends(topic, path).values(), gold), index) for index, path in enumerate(paths)]
+        useful.append([index for f1, index in sorted(own, key=lambda item: -item[0]) if f1 > 0]
+                      [:limits.paths_per_topic_in_pairs])
+    labels = [[0.0] * len(paths) for _topic, paths in candidates]
+    for combination in itertools.product(*useful):
+        shared: dict[str, Node] | None = None
+        for (topic, paths), index in zip(candidates, combination):
+            ends = walker.ends(topic, paths[index])
+            shared = ends if shared is None else {k: v for k, v in shared.items() if k in ends}
+        f1 = answer_f1((shared or {}).values(), gold)
+        for position, index in enumerate(combination):
+            labels[position][index] = max(labels[position][index], f1)
+    return labels
+
+
+def _supervision(candidates: list[tuple[str, list[RelationPath]]], labels: list[list[float]]) -> Supervision | None:
+    best_f1 = min(max(topic_labels) for topic_labels in labels)
+    if best_f1 <= 0:
+        return None
+    topics = []
+    for (topic, paths), topic_labels in zip(candidates, labels):
+        top = max(topic_labels)
+        tied = [i for i, label in enumerate(topic_labels) if label >= top - TIE]
+        shortest = min(len(paths[i]) for i in tied)
+        best = sorted((i for i in tied if len(paths[i]) == shortest),
+                      key=lambda i: sum(direction == IN for _relation, direction in paths[i]))
+        topics.append(TopicPaths(topic, paths, topic_labels, best))
+    return Supervision(topics, best_f1)
+
+
+# ---------------------------------------------------------------- the supervision's accuracy
+def gold_relation_paths(question: Any) -> list[tuple[str, ...]] | None:
+    """The relation names of the dataset's own gold path per topic, where the dataset names one
+    (MetaQA's question type, PathQuestion's path, WC2014's one hop per topic); None elsewhere.
+    Names only: PathQuestion's paths do not say which way a hop was walked."""
+    if question.qtype and "_to_" in question.qtype:
+        from localkg.fog.supervision import metaqa_relation_path
+
+        return [tuple(relation for relation, _direction in metaqa_relation_path(question.qtype))]
+    relations = question.meta.get("relation_path")
+    if not relations:
+        return None
+    if question.qtype == "conjunction":
+        return sorted((relation,) for relation in relations)
+    return [tuple(relations)]
+
+
+def matches_gold(supervision: Supervision, gold: list[tuple[str, ...]]) -> bool:
+    """Whether the best path found per topic has the gold path's relations (topics in any order).
+
+    A relation and its materialised inverse (WC2014's ``plays_in_club_inverse``) count as one.
+    """
+    found = sorted(tuple(_base(relation) for relation, _direction in path) for path in supervision.best_paths())
+    return found == sorted(tuple(_base(relation) for relation in path) for path in gold)
+
+
+def _base(relation: str) -> str:
+    return relation.removesuffix("_inverse")
+

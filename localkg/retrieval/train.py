@@ -1,0 +1,278 @@
+"""Training the path scorer from question–answer pairs: ``localkg train paths``.
+
+Each question's topics (the dataset's gold ones, else linked) give labelled
+paths (``supervision``). The loss is listwise: a softmax over a topic's
+candidate paths, cross-entropy against targets spread evenly over its best
+paths (ties are common: a film's writer is often its director, so both
+chains reach the answers; the questions where they differ teach which one
+the words mean). The same loss over the candidates of each shorter length,
+with the best paths' prefixes as targets, teaches the scorer to rank partial
+paths, which the reasoner's beam search needs. Questions are embedded once
+(the encoder is frozen), so an epoch runs the small scorer only. A tenth of
+the questions is held out; after each epoch the share of them whose top
+path is a best one (accuracy@1) is reported and a checkpoint written
+(atomically), so Ctrl-C keeps the last finished epoch.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from localkg.errors import TrainingDataError
+from localkg.retrieval.checkpoint import save_checkpoint, store_fingerprint
+from localkg.retrieval.features import RelationVectors, path_tensors, question_text
+from localkg.retrieval.model import PathScorer, ScorerConfig
+from localkg.retrieval.supervision import (TIE, Supervision, SupervisionLimits, gold_relation_paths,
+                                           label_question, matches_gold)
+from localkg.retrieval.walk import PathWalker, RelationPath
+from localkg.store.kg import KG
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 8
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    dropout: float = 0.1
+    hidden: int = 256
+    batch_size: int = 32
+    validation: float = 0.1
+    seed: int = 0
+    device: str | None = None
+
+
+@dataclass
+class Group:
+    """One softmax of the loss: candidate paths of one topic and their target distribution.
+    ``full``: all the topic's candidates (accuracy counts these), else those of one length."""
+
+    question: int
+    paths: list[RelationPath]
+    targets: list[float]
+    full: bool
+
+
+@dataclass
+class SupervisionReport:
+    questions: int = 0
+    labelled: int = 0
+    skipped_no_topic: int = 0
+    skipped_no_path: int = 0
+    gold_named: int = 0
+    gold_found: int = 0
+    seconds: float = 0.0
+
+    @property
+    def gold_accuracy(self) -> float:
+        """How often the best path found is the dataset's own gold path (where it names one)."""
+        return self.gold_found / self.gold_named if self.gold_named else math.nan
+
+
+@dataclass
+class EpochReport:
+    epoch: int
+    train_loss: float
+    held_out_loss: float
+    held_out_accuracy: float
+    seconds: float
+
+
+@dataclass
+class TrainReport:
+    supervision: SupervisionReport
+    training_questions: int
+    held_out_questions: int
+    epochs: list[EpochReport] = field(default_factory=list)
+    checkpoint: str = ""
+    device: str = "cpu"
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["supervision"]["gold_accuracy"] = self.supervision.gold_accuracy
+        return data
+
+
+def pick_device(device: str | None) -> torch.device:
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def groups_of(question: int, supervision: Supervision) -> list[Group]:
+    """The loss's softmaxes for one labelled question: per topic all candidates, and per shorter
+    length the candidates of that length with the best paths' prefixes as targets."""
+    groups = []
+    for topic in supervision.topics:
+        top = max(topic.labels)
+        positives = [path for path, label in zip(topic.paths, topic.labels) if label >= top - TIE]
+        groups.append(Group(question, topic.paths, _spread(topic.paths, set(positives)), True))
+        for length in range(1, max(len(p) for p in positives)):
+            prefixes = {p[:length] for p in positives if len(p) > length}
+            level = [path for path in dict.fromkeys(p[:length] for p in topic.paths if len(p) >= length)]
+            if len(level) > 1 and prefixes & set(level):
+                groups.append(Group(question, level, _spread(level, prefixes), False))
+    return groups
+
+
+def _spread(paths: list[RelationPath], positives: set[RelationPath]) -> list[float]:
+    hits = sum(path in positives for path in paths)
+    return [1.0 / hits if path in positives else 0.0 for path in paths]
+
+
+def supervise(kg: KG, questions: Sequence[Any], topics: Sequence[list[str]], limits: SupervisionLimits,
+              progress: bool = False) -> tuple[list[tuple[Any, Supervision]], SupervisionReport]:
+    """Label every question's paths; count what was skipped and how often the gold path was found."""
+    started = time.perf_counter()
+    report = SupervisionReport(questions=len(questions))
+    walker = PathWalker(kg, max_frontier=limits.max_frontier, relation_sample=limits.relation_sample)
+    labelled = []
+    for question, question_topics in tqdm(list(zip(questions, topics)), desc="supervision", unit="q",
+                                          disable=not progress):
+        if not question_topics:
+            report.skipped_no_topic += 1
+            continue
+        walker.forget_paths()
+        supervision = label_question(walker, question_topics, question.answers, limits)
+        if supervision is None:
+            report.skipped_no_path += 1
+            continue
+        labelled.append((question, supervision))
+        gold = gold_relation_paths(question)
+        if gold is not None:
+            report.gold_named += 1
+            report.gold_found += matches_gold(supervision, gold)
+    report.labelled = len(labelled)
+    report.seconds = time.perf_counter() - started
+    return labelled, report
+
+
+class _Tensors:
+    """A group's hop tensors, built once."""
+
+    def __init__(self, group: Group, vectors: RelationVectors, hops: int):
+        self.question = group.question
+        self.relations, self.backward, self.mask = path_tensors(group.paths, vectors, hops)
+        self.targets = torch.tensor(group.targets, dtype=torch.float32)
+        self.full = group.full
+
+
+def group_loss(model: PathScorer, questions: torch.Tensor, relation_matrix: torch.Tensor,
+               batch: Sequence[_Tensors], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean listwise cross-entropy over ``batch``, and per full group whether its top path is a target."""
+    owner = torch.cat([torch.full((len(g.targets),), g.question, dtype=torch.long) for g in batch]).to(device)
+    group = torch.cat([torch.full((len(g.targets),), i, dtype=torch.long) for i, g in enumerate(batch)]).to(device)
+    relations = torch.cat([g.relations for g in batch]).to(device)
+    backward = torch.cat([g.backward for g in batch]).to(device)
+    mask = torch.cat([g.mask for g in batch]).to(device)
+    targets = torch.cat([g.targets for g in batch]).to(device)
+    scores = model(questions, owner, relation_matrix, relations, backward, mask)
+    count = len(batch)
+    top = torch.full((count,), -math.inf, device=device).scatter_reduce(0, group, scores, "amax", include_self=True)
+    total = torch.zeros(count, device=device).scatter_add(0, group, torch.exp(scores - top[group]))
+    expected = torch.zeros(count, device=device).scatter_add(0, group, targets * scores)
+    loss = (torch.log(total) + top - expected).mean()
+    hit = torch.zeros(count, device=device).scatter_reduce(
+        0, group, ((scores >= top[group]) & (targets > 0)).float(), "amax", include_self=True)
+    full = torch.tensor([g.full for g in batch], device=device)
+    return loss, hit[full]
+
+
+def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: Any, config: TrainConfig,
+                 out: str | Path, report: SupervisionReport, meta: dict[str, Any] | None = None,
+                 progress: bool = False, on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
+    """Fit a fresh scorer on labelled questions and write a checkpoint to ``out`` after each epoch."""
+    if len(labelled) < 2:
+        raise TrainingDataError(f"{len(labelled)} labelled question(s): too few to train (of {report.questions}: "
+                                f"{report.skipped_no_topic} without a topic in the store, "
+                                f"{report.skipped_no_path} whose paths reach no answer)")
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    device = pick_device(config.device)
+    order = list(range(len(labelled)))
+    rng.shuffle(order)
+    held = max(1, int(len(order) * config.validation)) if config.validation > 0 else 0
+    held_out = set(order[:held])
+    texts = [question_text(question.text, [kg.name(topic.topic) for topic in supervision.topics])
+             for question, supervision in labelled]
+    questions = torch.from_numpy(np.ascontiguousarray(embedder.encode(texts, progress=progress))).to(device)
+    vectors = RelationVectors(kg, embedder)
+    hops = max(len(path) for _q, s in labelled for topic in s.topics for path in topic.paths)
+    training, validation = [], []
+    for index, (_question, supervision) in enumerate(labelled):
+        for group in groups_of(index, supervision):
+            (validation if index in held_out else training).append(_Tensors(group, vectors, hops))
+    validation = [g for g in validation if g.full] or [g for g in training if g.full]
+    relation_matrix = vectors.matrix.to(device)
+    model = PathScorer(ScorerConfig(encoder_dim=questions.shape[1], hidden=config.hidden,
+                                    dropout=config.dropout)).to(device)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    result = TrainReport(report, training_questions=len(labelled) - held, held_out_questions=held,
+                         device=str(device))
+    fingerprint = store_fingerprint(kg)
+    for epoch in range(1, config.epochs + 1):
+        epoch_started = time.perf_counter()
+        model.train()
+        rng.shuffle(training)
+        losses = []
+        batches = [training[i:i + config.batch_size] for i in range(0, len(training), config.batch_size)]
+        for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress):
+            loss, _hits = group_loss(model, questions, relation_matrix, batch, device)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            losses.append(loss.item())
+        model.eval()
+        with torch.no_grad():
+            held_loss, hits = group_loss(model, questions, relation_matrix, validation, device)
+        epoch_report = EpochReport(epoch, sum(losses) / max(1, len(losses)), held_loss.item(),
+                                   float(hits.mean()) if len(hits) else math.nan,
+                                   time.perf_counter() - epoch_started)
+        result.epochs.append(epoch_report)
+        result.seconds = report.seconds + time.perf_counter() - started
+        training_meta = {**(meta or {}), "max_hops": hops, "train_config": asdict(config), "epochs_done": epoch,
+                         "report": result.to_json()}
+        result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, fingerprint, training_meta))
+        if on_epoch is not None:
+            on_epoch(epoch_report)
+    return result
+
+
+def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Path, embedder: Any = None,
+                     limits: SupervisionLimits = SupervisionLimits(), progress: bool = False,
+                     on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
+    """``localkg train paths``: questions → labelled paths → a trained scorer checkpoint at ``out``.
+
+    ``selection`` is a ``localkg.fog.train.TrainingSet`` (files, sample, the excluded eval sample).
+    """
+    from localkg.evaluation.harness import resolve_topics
+    from localkg.fog.train import select_training_questions
+    from localkg.indexes.embedding import Embedder
+
+    questions, counts = select_training_questions(selection, config.seed)
+    linker = None
+    topics = []
+    for question in questions:
+        if question.topic_entities:
+            topics.append(resolve_topics(kg, question))
+            continue
+        if linker is None:
+            from localkg.indexes.linking import EntityLinker
+
+            linker = EntityLinker(kg)
+        topics.append([candidate.id for candidate in linker.link(question.text, k=1)])
+    labelled, report = supervise(kg, questions, topics, limits, progress=progress)
+    embedder = embedder or Embedder(device=str(pick_device(config.device)))
+    meta = {"trained_on": selection.describe(counts), "questions": len(questions), "db": str(kg.path),
+            "limits": asdict(limits)}
+    return train_scorer(kg, labelled, embedder, config, out, report, meta=meta, progress=progress,
+                        on_epoch=on_epoch)

@@ -1,0 +1,128 @@
+"""Path supervision from question–answer pairs, on a small hand-built movie graph (real Kùzu).
+
+The graph is tests/fixtures/path_movies.tsv: eleven films with their director, actors and
+release year, and one fact no question reaches.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localkg.evaluation.datasets import Question
+from localkg.retrieval.supervision import answer_f1, gold_relation_paths, label_question, matches_gold
+from localkg.retrieval.train import groups_of, supervise
+from localkg.retrieval.walk import PathWalker
+from localkg.store.model import IN, OUT, Node
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def movies(tmp_path_factory):
+    from localkg.loaders.triples import load_triples
+    from localkg.store import KG
+
+    kg = KG.create(tmp_path_factory.mktemp("movies") / "db")
+    load_triples(kg, [FIXTURES / "path_movies.tsv"], progress=False)
+    yield kg
+    kg.close()
+
+
+def labels_of(supervision, topic_index=0):
+    topic = supervision.topics[topic_index]
+    return dict(zip(topic.paths, topic.labels))
+
+
+def test_one_hop_question_labels_every_path_by_f1(movies):
+    supervision = label_question(PathWalker(movies), ["Top Hat"], [["Mark Sandrich"]])
+    labels = labels_of(supervision)
+    assert supervision.best_paths() == [(("directed_by", OUT),)]
+    assert labels[(("directed_by", OUT),)] == 1.0
+    assert labels[(("starred_actors", OUT),)] == 0.0
+    # the films Top Hat shares its director with reach Mark Sandrich only one hop on: F1 0 there
+    assert labels[(("directed_by", OUT), ("directed_by", IN))] == 0.0
+    assert supervision.best_f1 == 1.0
+
+
+def test_two_hop_answers_and_partial_overlap(movies):
+    supervision = label_question(PathWalker(movies), ["Ginger Rogers"], [["Mark Sandrich"], ["George Stevens"]])
+    labels = labels_of(supervision)
+    assert supervision.best_paths() == [(("starred_actors", IN), ("directed_by", OUT))]
+    # her co-stars' films' directors are the same two: a tie, and longer, so not the first best
+    assert labels[(("starred_actors", IN), ("directed_by", OUT))] == 1.0
+    one_director = answer_f1([Node("Mark Sandrich", "Mark Sandrich")], [frozenset({"mark sandrich"}),
+                                                                         frozenset({"george stevens"})])
+    assert one_director == pytest.approx(2 / 3)
+
+
+def test_the_topic_is_never_its_own_answer(movies):
+    # films sharing Top Hat's director: the path reaches Top Hat itself, which is left out
+    supervision = label_question(PathWalker(movies), ["Top Hat"], [["Shall We Dance"]])
+    assert supervision.best_paths() == [(("directed_by", OUT), ("directed_by", IN))]
+    assert labels_of(supervision)[(("directed_by", OUT), ("directed_by", IN))] == 1.0
+
+
+def test_two_topics_label_paths_by_what_they_reach_together(movies):
+    # the film with Ginger Rogers directed by Mark Sandrich: each topic alone reaches two films
+    supervision = label_question(PathWalker(movies), ["Ginger Rogers", "Mark Sandrich"],
+                                 [["Top Hat"], ["Shall We Dance"]])
+    assert supervision.best_paths() == [(("starred_actors", IN),), (("directed_by", IN),)]
+    assert labels_of(supervision, 0)[(("starred_actors", IN),)] == 1.0
+    narrower = label_question(PathWalker(movies), ["Fred Astaire", "George Stevens"], [["Swing Time"]])
+    assert narrower.best_f1 == 1.0  # Fred Astaire's films ∩ George Stevens's films = {Swing Time}
+    assert labels_of(narrower, 0)[(("starred_actors", IN),)] == 1.0
+
+
+def test_unreachable_questions_are_skipped_and_counted(movies):
+    walker = PathWalker(movies)
+    assert label_question(walker, ["Top Hat"], [["Citizen Kane"]]) is None
+    assert label_question(walker, ["Lonely Island"], [["Top Hat"]]) is None
+    questions = [
+        Question("a", "who directed Top Hat", [["Mark Sandrich"]], ["Top Hat"], meta={"relation_path": ["directed_by"]}),
+        Question("b", "who directed Citizen Kane", [["Orson Welles"]], ["Top Hat"]),
+        Question("c", "where is nowhere", [["Nowhere"]], None),
+        Question("d", "who starred in Top Hat", [["Fred Astaire"], ["Ginger Rogers"]], ["Top Hat"],
+                 meta={"relation_path": ["directed_by"]}),
+    ]
+    labelled, report = supervise(movies, questions, [["Top Hat"], ["Top Hat"], [], ["Top Hat"]],
+                                 label_limits())
+    assert [q.id for q, _s in labelled] == ["a", "d"]
+    assert (report.skipped_no_path, report.skipped_no_topic, report.labelled) == (1, 1, 2)
+    # "a" found the dataset's gold path, "d" (with a wrong gold path on purpose) did not
+    assert (report.gold_named, report.gold_found) == (2, 1)
+
+
+def label_limits():
+    from localkg.retrieval.supervision import SupervisionLimits
+
+    return SupervisionLimits(max_hops=2)
+
+
+def test_gold_paths_are_read_only_to_report_accuracy(movies):
+    metaqa = Question("m", "who directed the films X acted in", [["y"]], ["x"], qtype="actor_to_movie_to_director")
+    assert gold_relation_paths(metaqa) == [("starred_actors", "directed_by")]
+    conjunction = Question("w", "q", [["y"]], ["a", "b"], qtype="conjunction",
+                           meta={"relation_path": ["plays_position_inverse", "plays_in_club_inverse"]})
+    assert gold_relation_paths(conjunction) == [("plays_in_club_inverse",), ("plays_position_inverse",)]
+    assert gold_relation_paths(Question("j", "q", [["y"]], ["x"])) is None
+    supervision = label_question(PathWalker(movies), ["Top Hat"], [["Mark Sandrich"]])
+    assert matches_gold(supervision, [("directed_by",)])
+    assert not matches_gold(supervision, [("starred_actors",)])
+
+
+def test_training_groups_spread_targets_over_ties_and_teach_prefixes(movies):
+    # the release years of the films by Top Hat's director: three hops
+    supervision = label_question(PathWalker(movies), ["Top Hat"], [["1935"], ["1937"]])
+    best = (("directed_by", OUT), ("directed_by", IN), ("release_year", OUT))
+    assert supervision.best_paths() == [best]
+    groups = groups_of(0, supervision)
+    full = groups[0]
+    assert full.full and sum(full.targets) == pytest.approx(1.0)
+    assert dict(zip(full.paths, full.targets))[best] > 0
+    assert dict(zip(full.paths, full.targets))[(("release_year", OUT),)] == 0  # F1 2/3 only
+    prefixes = {len(g.paths[0]): g for g in groups if not g.full}
+    assert sorted(prefixes) == [1, 2]
+    for length, group in prefixes.items():
+        assert all(len(p) == length for p in group.paths)
+        assert dict(zip(group.paths, group.targets))[best[:length]] == 1.0
