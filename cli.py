@@ -81,6 +81,9 @@ def query(db: Path, cypher: str, params: tuple[str, ...], as_json: bool) -> None
     """Run a read-only Cypher query (power users). Pass values with --param, never inline."""
     from localkg.store import KG
 
+    malformed = [p for p in params if "=" not in p]
+    if malformed:
+        raise click.BadParameter(f"{malformed[0]!r} is not NAME=VALUE", param_hint="--param")
     parameters = dict(p.split("=", 1) for p in params)
     with KG.open(db, read_only=True) as kg:
         try:
@@ -93,6 +96,37 @@ def query(db: Path, cypher: str, params: tuple[str, ...], as_json: bool) -> None
     click.echo("\t".join(columns))
     for row in rows:
         click.echo("\t".join("" if v is None else str(v) for v in row))
+
+
+@main.command()
+@db_option()
+@click.option("--repair", is_flag=True, help="Repair what the check finds: finish or drop an interrupted flush, "
+              "apply pending updates, rebuild the hash sets, rebuild graph.kuzu when its primary-key index "
+              "lost keys, rewrite a damaged manifest.")
+@click.option("--full", is_flag=True, help="Look every id up by primary key (one COPY per table into a scratch "
+              "table; opens the store for writing). Default: a sample, read-only.")
+@click.option("--sample", type=click.IntRange(min=0), default=5_000, show_default=True,
+              help="Ids per table looked up without --full (0: all, one query each).")
+@click.option("--buffer-pool-mb", "buffer_pool_mb", type=click.IntRange(min=64), default=1024, show_default=True,
+              help="Kùzu buffer pool for --repair.")
+@friendly_errors
+def check(db: Path, repair: bool, full: bool, sample: int, buffer_pool_mb: int) -> None:
+    """Verify a store: the primary-key index agrees with the tables, no flush or update was left
+    half done, the deduplication hash sets and the counts agree. One line per problem; exit 1
+    while any remains (docs/loading.md, "Checking and repairing a store")."""
+    from localkg.store.check import check_store, repair_store
+
+    if not db.is_dir():
+        raise LocalKGError(f"no localkg database at {db}")
+    if repair:
+        for action in repair_store(db, buffer_pool_mb << 20):
+            click.echo(f"repaired: {action}")
+    problems = check_store(db, sample, full=full or repair)
+    for problem in problems:
+        click.echo(f"problem: {problem}")
+    if problems:
+        sys.exit(1)
+    click.echo(f"ok: {db} is sound")
 
 
 # ---------------------------------------------------------------- loading

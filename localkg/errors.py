@@ -18,10 +18,12 @@ class DatabaseExistsError(LocalKGError):
 
 
 class DatabaseLockedError(LocalKGError):
-    """Another process has the database open.
+    """Another process has the database open for writing, or this process wants to write while
+    others read it (Kùzu allows one writing process, or any number of read-only ones)."""
 
-    Kùzu lets one process open a database at a time, even read-only.
-    """
+
+class DatabaseDamagedError(LocalKGError):
+    """A store's files cannot be read: a truncated ``graph.kuzu``, a damaged ``manifest.json``."""
 
 
 class LoadError(LocalKGError):

@@ -46,6 +46,28 @@ def test_query_refuses_writes_and_reports_bad_cypher(tmp_path: Path) -> None:
     broken = CliRunner().invoke(main, ["query", "--db", str(tmp_path / "db"), "MATCH (n RETURN n"])
     assert broken.exit_code != 0 and broken.output.startswith("Error: query failed")
     assert "Traceback" not in broken.output
+    for extension in ("INSTALL json", "LOAD EXTENSION json"):
+        refused = CliRunner().invoke(main, ["query", "--db", str(tmp_path / "db"), extension])
+        assert refused.exit_code != 0 and "extensions" in refused.output
+
+
+def test_query_runs_reads_whose_literals_hold_keywords(tmp_path: Path) -> None:
+    """The store is opened read-only and Kùzu refuses writes: a title like 'Set Me Free' is no write."""
+    with KG.create(tmp_path / "db") as kg:
+        kg.add_triples([("Set Me Free", "release_year", "1999"), ("Create", "load", "Delete")])
+    for cypher in ("MATCH (n:Node) WHERE n.name = 'Set Me Free' RETURN n.id",
+                   "MATCH (n:Node) WHERE n.name IN ['Create', \"Delete\"] RETURN n.id ORDER BY n.id",
+                   "MATCH (n:Node) WHERE n.name = 'INSTALL json' RETURN n.id"):
+        result = CliRunner().invoke(main, ["query", "--db", str(tmp_path / "db"), "--json", cypher])
+        assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []
+
+
+def test_query_param_without_equals_is_one_line(tmp_path: Path) -> None:
+    KG.create(tmp_path / "db").close()
+    result = CliRunner().invoke(main, ["query", "--db", str(tmp_path / "db"), "RETURN $foo", "--param", "foo"])
+    assert result.exit_code == 2 and "'foo' is not NAME=VALUE" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 def test_missing_database_and_max_rejects_are_one_line_errors(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import kuzu
 
 from localkg.errors import (
+    DatabaseDamagedError,
     DatabaseExistsError,
     DatabaseLockedError,
     DatabaseNotFoundError,
@@ -54,7 +55,8 @@ from localkg.store.model import (
 )
 
 NO_LIMIT = 2**62
-_WRITE_CLAUSES = re.compile(r"\b(CREATE|MERGE|SET|DELETE|DETACH|DROP|ALTER|COPY|REMOVE|INSTALL|LOAD|ATTACH|IMPORT|EXPORT|BEGIN|COMMIT|CHECKPOINT)\b", re.I)
+_LITERALS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|//[^\n]*|/\*.*?\*/", re.S)
+_EXTENSIONS = re.compile(r"\b(INSTALL|LOAD\s+EXTENSION)\b", re.I)
 
 
 @dataclass
@@ -81,10 +83,29 @@ def _open_database(path: FsPath, read_only: bool, buffer_pool_bytes: int) -> kuz
     except RuntimeError as error:
         if "lock" in str(error).lower():
             raise DatabaseLockedError(
-                f"{path} is open in another process; Kùzu allows one process per database "
-                "(even read-only). Close the other process and try again."
+                f"{path} is open in another process; Kùzu allows one process that writes, or any number "
+                "that only read. Close the other process and try again."
             ) from None
-        raise
+        raise DatabaseDamagedError(f"{path / schema.GRAPH_FILE} cannot be opened ({_first_line(error)}); "
+                                   "the store is damaged: load it again into a new --db") from None
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def read_manifest(path: FsPath) -> dict[str, Any]:
+    """The manifest of the store at ``path``; :class:`DatabaseDamagedError` when it is unreadable."""
+    target = FsPath(path) / schema.MANIFEST_FILE
+    try:
+        manifest = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DatabaseDamagedError(f"{target} is damaged ({_first_line(error)}); "
+                                   "`localkg check --db DB --repair` writes it again") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("generation", 0), int):
+        raise DatabaseDamagedError(f"{target} is damaged (not a manifest); "
+                                   "`localkg check --db DB --repair` writes it again")
+    return manifest
 
 
 class KG:
@@ -105,6 +126,8 @@ class KG:
         path = FsPath(path)
         if (path / schema.GRAPH_FILE).exists():
             raise DatabaseExistsError(f"{path} already holds a localkg database")
+        if path.exists() and not path.is_dir():
+            raise DatabaseNotFoundError(f"{path} is a file, not a database directory; name a directory for --db")
         path.mkdir(parents=True, exist_ok=True)
         kg = cls(path, _open_database(path, False, buffer_pool_bytes), read_only=False,
                  buffer_pool_bytes=buffer_pool_bytes)
@@ -118,6 +141,8 @@ class KG:
              buffer_pool_bytes: int = 1 << 30) -> "KG":
         """Open the database at ``path`` (``create=True`` makes it when missing)."""
         path = FsPath(path)
+        if path.exists() and not path.is_dir():
+            raise DatabaseNotFoundError(f"{path} is a file, not a database directory; name a directory for --db")
         if not (path / schema.GRAPH_FILE).exists():
             if create:
                 return cls.create(path, buffer_pool_bytes)
@@ -168,7 +193,7 @@ class KG:
     @property
     def manifest(self) -> dict[str, Any]:
         """The manifest: format version, load generation, key-sync counts."""
-        return json.loads((self.path / schema.MANIFEST_FILE).read_text())
+        return read_manifest(self.path)
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
         target = self.path / schema.MANIFEST_FILE
@@ -202,13 +227,22 @@ class KG:
         return self._connection.execute(query, parameters or {})
 
     def query(self, cypher: str, parameters: dict[str, Any] | None = None) -> tuple[list[str], list[list[Any]]]:
-        """Run a read-only Cypher query; return (column names, rows).
+        """Run a Cypher query; return (column names, rows).
 
-        Statements that would change the database are refused before they run.
+        On a store opened read-only (as ``localkg query`` opens it) Kùzu refuses every write, and
+        that refusal becomes :class:`ReadOnlyQueryError`. Extension statements (``INSTALL``,
+        ``LOAD EXTENSION``) are refused before they run, outside string literals: they fetch or
+        load code, and localkg never goes online.
         """
-        if _WRITE_CLAUSES.search(cypher):
-            raise ReadOnlyQueryError("`localkg query` runs read-only queries; this one would change the database")
-        result = self._connection.execute(cypher, parameters or {})
+        if _EXTENSIONS.search(_LITERALS.sub("''", cypher)):
+            raise ReadOnlyQueryError("`localkg query` does not install or load Kùzu extensions")
+        try:
+            result = self._connection.execute(cypher, parameters or {})
+        except RuntimeError as error:
+            if "read-only database" in str(error):
+                raise ReadOnlyQueryError("`localkg query` runs read-only queries; this one would change the "
+                                         "database") from None
+            raise
         return result.get_column_names(), result.get_all()
 
     # ------------------------------------------------------------------ primitives

@@ -239,7 +239,7 @@ class GraphWriter:
         path = self._stage("NodeChanges", rows)
         with self._transaction():
             matched = self.kg._run(
-                f"LOAD FROM '{path}' MATCH (n:Node) WHERE n.seq >= $low AND n.seq < $high AND n.id = id SET "
+                f"LOAD FROM {path} MATCH (n:Node) WHERE n.seq >= $low AND n.seq < $high AND n.id = id SET "
                 "n.name = CASE WHEN name = '' THEN n.name ELSE name END, "
                 "n.kind = CASE WHEN kind = '' THEN n.kind ELSE kind END, "
                 "n.description = CASE WHEN description = '' THEN n.description ELSE description END, "
@@ -282,14 +282,10 @@ class GraphWriter:
 
     # ------------------------------------------------------------------ consistency
     def _database_counts(self) -> dict[str, int]:
-        """The rows each table holds, under the names of :data:`_COUNTED` (and of the hash sets)."""
-        return {name: self.kg._run(query)[0][0] for name, query in _COUNTED.items()}
+        return database_counts(self.kg)
 
     def _batches(self) -> list[Path]:
-        """The complete staged batches, oldest first."""
-        if not self.staged.is_dir():
-            return []
-        return sorted(path for path in self.staged.iterdir() if path.is_dir() and path.name.isdigit())
+        return staged_batches(self.kg.path)
 
     def _recover_staged(self) -> None:
         """Drop half-written batches; after a crash inside a flush, drop its batches if all of its
@@ -303,8 +299,8 @@ class GraphWriter:
             else:
                 part.unlink()
         marker = self.staged / _FLUSH_MARKER
-        if marker.exists():
-            flush = json.loads(marker.read_text())
+        flush = flush_record(self.kg.path)
+        if flush is not None:
             counts = self._database_counts()
             counts = {name: counts[name] for name in flush["before"]}  # records of older writers count fewer tables
             if counts == flush["before"]:
@@ -317,16 +313,15 @@ class GraphWriter:
     def _flush_record(self, batches: list[Path]) -> dict:
         """What flushing ``batches`` starts from and ends with: the record of a flush that was cut
         off between its steps (the database then holds part of the batches), or counted now."""
-        marker = self.staged / _FLUSH_MARKER
         names = [batch.name for batch in batches]
-        if marker.exists():
-            record = json.loads(marker.read_text())
+        record = flush_record(self.kg.path)
+        if record is not None:
             if record["batches"] != names:
                 raise LoadError(f"the staged batches {names} are not those of the interrupted flush "
-                                f"{record['batches']} recorded in {marker}")
+                                f"{record['batches']} recorded in {self.staged / _FLUSH_MARKER}")
             return record
         before = self._database_counts()
-        return {"batches": names, "before": before, "expected": _with_staged(before, batches)}
+        return {"batches": names, "before": before, "expected": expected_counts(before, batches)}
 
     def _ensure_keys_match_database(self) -> None:
         counts = self._flush_record(self._batches())["expected"]
@@ -470,9 +465,9 @@ class GraphWriter:
             self._copy_table(table, batches)
 
     def _copy_table(self, table: str, batches: list[Path]) -> None:
-        files = [_quote_path(path) for batch in batches if (path := batch / f"{table}.parquet").exists()]
+        files = [path_literal(path) for batch in batches if (path := batch / f"{table}.parquet").exists()]
         if files:
-            self.kg.execute(f"COPY {table} FROM [{', '.join(repr(f) for f in files)}]")
+            self.kg.execute(f"COPY {table} FROM [{', '.join(files)}]")
 
     def _copy_facts(self, batches: list[Path], held: int, copied: int) -> None:
         """The facts, and each relation's fact count raised by as many (in one transaction, so the
@@ -484,7 +479,7 @@ class GraphWriter:
                 per_relation = counted.group_by("id", use_threads=False).aggregate([("n", "sum")])
                 path = self._stage("RelationCount", {"id": per_relation.column("id"),
                                                      "n": per_relation.column("n_sum")})
-                self.kg.execute(f"LOAD FROM '{path}' MATCH (r:Relation {{id: id}}) SET r.facts = r.facts + n")
+                self.kg.execute(f"LOAD FROM {path} MATCH (r:Relation {{id: id}}) SET r.facts = r.facts + n")
             crash_point("copying Fact")
 
     def _append_keyed(self, table: str, rows: pa.Table | None, held: int, copied: int) -> None:
@@ -496,7 +491,7 @@ class GraphWriter:
             return
         for start, stop in keyed_pieces(held, rows.num_rows - copied):
             with self._transaction():
-                self.kg.execute(f"COPY {table} FROM '{self._stage(table, rows.slice(copied + start, stop - start))}'")
+                self.kg.execute(f"COPY {table} FROM {self._stage(table, rows.slice(copied + start, stop - start))}")
                 crash_point(f"copying {table}")
             self.kg.execute("CHECKPOINT")
             crash_point(f"copied a piece of {table}")
@@ -532,11 +527,11 @@ class GraphWriter:
         self._append_keyed("Node", nodes, held, copied)
 
     def _stage(self, name: str, table: pa.Table | dict[str, pa.Array | list]) -> str:
-        """Write rows to a transient staging Parquet file; return its path, quoted-safe for a Cypher literal."""
+        """Write rows to a transient staging Parquet file; return its path as a Cypher string literal."""
         self.staging.mkdir(parents=True, exist_ok=True)
         path = self.staging / f"{name}.parquet"
         _write_parquet(table if isinstance(table, pa.Table) else pa.table(table), path)
-        return _quote_path(path)
+        return path_literal(path)
 
     def _write_relations(self, batch: ColumnBatch) -> None:
         """Add the batch's new relations (``Relation`` has a primary key: :meth:`_append_keyed`) and
@@ -658,6 +653,37 @@ class GraphWriter:
                        target / "RelationCount.parquet")
 
 
+def database_counts(kg: "KG") -> dict[str, int]:
+    """The rows each table holds, under the names of :data:`_COUNTED` (and of the hash sets)."""
+    return {name: kg._run(query)[0][0] for name, query in _COUNTED.items()}
+
+
+def staged_batches(path: Path) -> list[Path]:
+    """The complete staged batches of the store at ``path``, oldest first."""
+    staged = path / schema.STAGED_DIR
+    if not staged.is_dir():
+        return []
+    return sorted(batch for batch in staged.iterdir() if batch.is_dir() and batch.name.isdigit())
+
+
+def flush_record(path: Path) -> dict | None:
+    """The record of a flush that was cut off (its batches, and the counts before and after), if any."""
+    marker = path / schema.STAGED_DIR / _FLUSH_MARKER
+    return json.loads(marker.read_text()) if marker.exists() else None
+
+
+def expected_counts(counts: dict[str, int], batches: list[Path]) -> dict[str, int]:
+    """``counts`` (of the database) plus the rows of each kind that ``batches`` hold."""
+    total = dict(counts)
+    for batch in batches:
+        staged = json.loads((batch / "counts.json").read_text())
+        for name in KEYSETS:
+            total[name] += staged[name]
+        if (summaries := batch / "HasRel.parquet").exists():
+            total["summaries"] += pq.read_metadata(summaries).num_rows
+    return total
+
+
 def flush_rows_for_pool(buffer_pool_bytes: int) -> int:
     """How many staged nodes and facts one flush may copy with this Kùzu buffer pool.
 
@@ -724,18 +750,6 @@ def _read_staged(batches: list[Path], name: str) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def _with_staged(counts: dict[str, int], batches: list[Path]) -> dict[str, int]:
-    """``counts`` (of the database) plus the rows of each kind that ``batches`` hold."""
-    total = dict(counts)
-    for batch in batches:
-        staged = json.loads((batch / "counts.json").read_text())
-        for name in KEYSETS:
-            total[name] += staged[name]
-        if (summaries := batch / "HasRel.parquet").exists():
-            total["summaries"] += pq.read_metadata(summaries).num_rows
-    return total
-
-
 def _first_of_each(hashes: np.ndarray) -> np.ndarray:
     """Positions of the first occurrence of each distinct hash, in input order."""
     _, first = np.unique(hashes, return_index=True)
@@ -748,9 +762,11 @@ def _chunks(rows: list, size: int) -> Iterable[list]:
         yield rows[start:start + size]
 
 
-def _quote_path(path: Path) -> str:
-    """Staging paths are ours (never user text); refuse anything that could break the literal."""
-    text = str(path)
-    if "'" in text or "\\" in text:
-        raise ValueError(f"staging path {text!r} contains a quote or backslash")
-    return text
+def path_literal(path: Path) -> str:
+    """``path`` as a Cypher string literal: Kùzu takes the files of ``COPY`` and ``LOAD FROM`` only
+    as literals (a parameter must be a data frame), and a store may live under any directory name.
+
+    >>> print(path_literal(Path("/data/it's\\here/Node.parquet")))
+    '/data/it\\'s\\\\here/Node.parquet'
+    """
+    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
