@@ -20,7 +20,6 @@ from localkg.evaluation.answering import Answerer
 from localkg.evaluation.workers import Outcome, Pool, Task, cpu_count, limit_threads, serve_one
 
 if TYPE_CHECKING:
-    from localkg.evaluation.datasets import Question
     from localkg.evaluation.harness import EvalConfig
 
 LOCAL = "local"
@@ -92,7 +91,9 @@ class RayPool(Pool):
     def size(self) -> int:
         return len(self._actors)
 
-    def _prepare(self, config: "EvalConfig") -> None:
+    def prepare(self, config: "EvalConfig") -> None:
+        """Every actor opens the store and loads the models; a node that cannot is named."""
+        config = self._worker_config(config)
         for node, problem in self._ray.get([a.open.remote(config) for a in self._actors]):
             if problem:
                 raise WorkerError(f"node {node} cannot open what the run needs (store {config.db}): {problem}. "
@@ -102,16 +103,14 @@ class RayPool(Pool):
     def _submit(self, worker: int, task: Task) -> None:
         self._running[self._actors[worker].answer.remote(task)] = worker
 
-    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
+    def _next_outcome(self, busy: dict[int, str]) -> tuple[int, Outcome]:
         (done,), _ = self._ray.wait(list(self._running), num_returns=1)
         worker = self._running.pop(done)
         try:
             return worker, self._ray.get(done)
         except self._ray.exceptions.RayError as error:
-            question = busy[worker]
-            raise WorkerError(f"Ray actor {worker + 1} failed while answering question {question.id} "
-                              f"({question.text[:80]!r}): {str(error).splitlines()[0]}; the finished predictions "
-                              "are kept (rerun with --resume)") from None
+            raise WorkerError(f"Ray actor {worker + 1} failed while {busy[worker]}: {str(error).splitlines()[0]}; "
+                              "the finished predictions are kept (rerun with --resume)") from None
 
     def close(self, abort: bool = False) -> None:
         self._running = {}

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from localkg.evaluation.harness import EvalConfig
 
 Outcome = tuple[str, Any]  # ("ok", predictions line) or ("error", message)
-Task = tuple[str, "EvalConfig", "Question"]  # (module of the reasoner class, run, question)
+Task = tuple[str, "EvalConfig", "Question | None"]  # (module of the reasoner class, run, question or None: open)
+OPENING = "opening the store and loading the models"
 
 
 def cpu_count() -> int:
@@ -47,10 +48,14 @@ def serve_one(answerer: Answerer, task: Task) -> Outcome:
 
     The task names the module that registers the run's reasoner, which the worker imports first:
     a reasoner registered by the caller's own code (not one of localkg's) is then known there too.
+    A task without a question only opens the run's store and models.
     """
     module, config, question = task
     try:
         importlib.import_module(module)
+        if question is None:
+            answerer.open(config)
+            return "ok", None
         return "ok", answerer.answer(config, question)
     except LocalKGError as error:
         return "error", str(error)
@@ -72,17 +77,17 @@ class Pool:
 
     def answer_all(self, config: "EvalConfig", questions: Iterable["Question"]) -> Iterator[dict[str, Any]]:
         """Predictions lines in the order they finish."""
+        self.prepare(config)
         config = self._worker_config(config)
         module = get_reasoner(config.reasoner).__module__
-        self._prepare(config)
         pending = iter(questions)
-        busy: dict[int, "Question"] = {}
+        busy: dict[int, str] = {}  # what each busy worker is doing
 
         def feed(worker: int) -> None:
             question = next(pending, None)
             if question is not None:
                 self._submit(worker, (module, config, question))
-                busy[worker] = question
+                busy[worker] = f"answering question {question.id} ({question.text[:80]!r})"
 
         for worker in range(self.size):
             feed(worker)
@@ -107,14 +112,25 @@ class Pool:
     def size(self) -> int:
         raise NotImplementedError
 
-    def _prepare(self, config: "EvalConfig") -> None:
-        """Check, before the first question, that every worker can serve the run."""
+    def prepare(self, config: "EvalConfig") -> None:
+        """Open the run's store and load its models in every worker before the first question, so
+        a store that cannot be opened stops the run at once (a no-op where they are open)."""
+        config = self._worker_config(config)
+        busy = {worker: OPENING for worker in range(self.size)}
+        for worker in busy:
+            self._submit(worker, (get_reasoner(config.reasoner).__module__, config, None))
+        while busy:
+            worker, (status, value) = self._next_outcome(busy)
+            del busy[worker]
+            if status != "ok":
+                raise WorkerError(f"cannot start the run{f' in worker {worker + 1}' if self.size > 1 else ''}: "
+                                  f"{value}")
 
     def _submit(self, worker: int, task: Task) -> None:
         raise NotImplementedError
 
-    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
-        """Wait for any busy worker; a worker that died raises :class:`WorkerError`."""
+    def _next_outcome(self, busy: dict[int, str]) -> tuple[int, Outcome]:
+        """Wait for any busy worker; a worker that died raises :class:`WorkerError` saying what it was doing."""
         raise NotImplementedError
 
     def close(self, abort: bool = False) -> None:
@@ -141,7 +157,7 @@ class InlinePool(Pool):
     def _submit(self, worker: int, task: Task) -> None:
         self._outcome = serve_one(self._answerer, task)
 
-    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
+    def _next_outcome(self, busy: dict[int, str]) -> tuple[int, Outcome]:
         outcome, self._outcome = self._outcome, None
         return 0, outcome  # type: ignore[return-value]
 
@@ -177,7 +193,7 @@ class ProcessPool(Pool):
     def _submit(self, worker: int, task: Task) -> None:
         self._connections[worker].send(task)
 
-    def _next_outcome(self, busy: dict[int, "Question"]) -> tuple[int, Outcome]:
+    def _next_outcome(self, busy: dict[int, str]) -> tuple[int, Outcome]:
         watched = {self._connections[w]: w for w in busy} | {self._processes[w].sentinel: w for w in busy}
         for ready in sorted(wait(list(watched)), key=lambda r: not isinstance(r, Connection)):  # answers first
             worker = watched[ready]
@@ -188,10 +204,8 @@ class ProcessPool(Pool):
                     pass
             process = self._processes[worker]
             process.join(5)
-            question = busy[worker]
-            raise WorkerError(f"worker {worker + 1} died (exit code {process.exitcode}) while answering question "
-                              f"{question.id} ({question.text[:80]!r}); the finished predictions are kept "
-                              "(rerun with --resume)")
+            raise WorkerError(f"worker {worker + 1} died (exit code {process.exitcode}) while {busy[worker]}; "
+                              "the finished predictions are kept (rerun with --resume)")
         raise AssertionError("wait() returned nothing")
 
     def close(self, abort: bool = False) -> None:
