@@ -16,18 +16,6 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SAMPLE_HUB = 200  # nodes with more facts than this (genres, languages) are left out of the MetaQA sample graph
 
 
-@pytest.fixture(autouse=True)
-def _outside_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run each test from a scratch directory.
-
-    Tests exercise the *installed* package. A subprocess started from the
-    checkout would put the source folder ``localkg/`` first on ``sys.path``,
-    and in a fresh clone that folder lacks ``loaders``, ``indexes`` and
-    ``cli`` (the wheel maps them in), so every subprocess test would fail.
-    """
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.fixture(scope="session")
 def shared() -> Path:
     """``../shared/data`` beside the checkout (read-only datasets)."""
