@@ -1,6 +1,7 @@
 """``localkg eval --workers N``: worker processes on one machine (real store, real MiniLM; the
 real GGUF for the LLM test). Same summary with 1 and 2 workers, resume after the parent was
-killed (its workers gone with it), and a reasoner that raises stops the run naming the question."""
+killed (its workers gone with it), Ctrl-C and a dead worker stop the run cleanly, and a reasoner
+that raises stops it naming the question."""
 from __future__ import annotations
 
 import json
@@ -52,6 +53,14 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def assert_gone(pids: list[int]) -> None:
+    """Every process in ``pids`` exits within 30 s."""
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"processes {[p for p in pids if alive(p)]} are still running"
+        time.sleep(0.1)
+
+
 def test_one_and_two_workers_give_the_same_summary(metaqa_sample, tmp_path: Path) -> None:
     questions, db = metaqa_sample
     args = [questions, "--db", db, "--reasoner", "embed-path", "--sample", 10, "--seed", 5]
@@ -78,26 +87,30 @@ def test_llm_answers_do_not_depend_on_the_worker(metaqa_sample, tmp_path: Path) 
     assert without_timing(one) == without_timing(two)
 
 
+def start_two_worker_run(questions: Path, db: Path, out: Path, answered: int) -> subprocess.Popen:
+    """A 2-worker CLI run in a child process, returned once ``answered`` predictions are written."""
+    predictions = out / "predictions.jsonl"
+    command = [sys.executable, "-c", "from localkg.cli import main; main()", "eval", str(questions), "--db", str(db),
+               "--reasoner", "embed-path", "--out", str(out), "--workers", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not (predictions.exists() and predictions.read_bytes().count(b"\n") >= answered):
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline, "the run wrote no predictions in time"
+        time.sleep(0.05)
+    return process
+
+
 def test_resume_after_a_killed_two_worker_run(metaqa_sample, tmp_path: Path) -> None:
     questions, db = metaqa_sample
     out = tmp_path / "run"
     predictions = out / "predictions.jsonl"
-    command = [sys.executable, "-c", "from localkg.cli import main; main()", "eval", str(questions), "--db", str(db),
-               "--reasoner", "embed-path", "--out", str(out), "--workers", "2"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 600
-    while not (predictions.exists() and predictions.read_bytes().count(b"\n") >= 3):
-        assert process.poll() is None, process.stderr.read().decode()
-        assert time.monotonic() < deadline, "the run wrote no predictions in time"
-        time.sleep(0.05)
+    process = start_two_worker_run(questions, db, out, answered=3)
     workers = children(process.pid)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     process.stderr.close()
-    deadline = time.monotonic() + 30
-    while any(alive(pid) for pid in workers):                  # workers do not outlive the parent
-        assert time.monotonic() < deadline, f"workers {[p for p in workers if alive(p)]} outlived the parent"
-        time.sleep(0.1)
+    assert_gone(workers)                                        # workers do not outlive the parent
     before = predictions.read_text(encoding="utf-8").splitlines()
     assert 3 <= len(before) < 40, "the run was not interrupted"
 
@@ -107,6 +120,28 @@ def test_resume_after_a_killed_two_worker_run(metaqa_sample, tmp_path: Path) -> 
     assert after[:len(before)] == before                        # finished questions were not redone
     assert len(qids(out)) == 40 and len(set(qids(out))) == 40   # every question once, none twice
     assert summary_of(out)["n"] == 40
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "a worker crashes"])
+def test_ctrl_c_or_a_dead_worker_stops_the_run_cleanly(stop, metaqa_sample, tmp_path: Path) -> None:
+    questions, db = metaqa_sample
+    out = tmp_path / "run"
+    process = start_two_worker_run(questions, db, out, answered=2)
+    workers = children(process.pid)
+    if stop == "ctrl-c":
+        os.kill(process.pid, signal.SIGINT)
+    else:
+        os.kill(max(workers), signal.SIGKILL)                 # the later-started process is a worker
+    _, stderr = process.communicate(timeout=120)
+    assert_gone(workers)
+    assert "Traceback" not in stderr
+    if stop == "ctrl-c":
+        assert process.returncode == 130 and "interrupted" in stderr
+    else:
+        assert process.returncode == 1
+        assert "died (exit code -9) while answering question qa_dev:" in stderr and "--resume" in stderr
+    kept = qids(out)                                            # every line complete, none twice
+    assert 2 <= len(kept) < 40 and len(set(kept)) == len(kept)
 
 
 RAISING_REASONER = """
