@@ -10,9 +10,11 @@ filesystem, or a copy). Ray is an optional dependency (``pip install 'localkg[ra
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
+import sys
 from typing import TYPE_CHECKING, Any
 
 from localkg.errors import EvaluationError, WorkerError
@@ -21,6 +23,8 @@ from localkg.evaluation.workers import Outcome, Pool, Task, cpu_count, limit_thr
 
 if TYPE_CHECKING:
     from localkg.evaluation.harness import EvalConfig
+
+log = logging.getLogger(__name__)
 
 LOCAL = "local"
 # Read when Ray is imported: with it off, a local runtime takes 127.0.0.1 as its node address
@@ -37,6 +41,10 @@ def check_address(address: str) -> str:
 
 def _ray(address: str) -> Any:
     if address == LOCAL:
+        if "ray" in sys.modules and os.environ.get(LOOPBACK_ONLY) != "0":
+            log.warning("Ray was imported before localkg started its local runtime, so the runtime listens on "
+                        "this machine's network address, not only on 127.0.0.1 (set %s=0 before importing Ray)",
+                        LOOPBACK_ONLY)
         os.environ.setdefault(LOOPBACK_ONLY, "0")
     try:
         import ray
@@ -109,7 +117,8 @@ class RayPool(Pool):
         try:
             return worker, self._ray.get(done)
         except self._ray.exceptions.RayError as error:
-            raise WorkerError(f"Ray actor {worker + 1} failed while {busy[worker]}: {str(error).splitlines()[0]}; "
+            cause = [line for line in str(error).splitlines() if line.strip()][-1]  # the exception, not Ray's header
+            raise WorkerError(f"Ray actor {worker + 1} failed while {busy[worker]}: {cause}; "
                               "the finished predictions are kept (rerun with --resume)") from None
 
     def close(self, abort: bool = False) -> None:
