@@ -55,6 +55,7 @@ from localkg.loaders.ntriples import BadLine, iri
 from localkg.loaders.object_terms import ObjectTerms, literal_nodes
 from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat
 from localkg.loaders.rows import split_rows
+from localkg.store.crashpoints import crash_point
 from localkg.store.model import CVT
 from localkg.store.batch import FactBatch, column_batch, distinct_codes
 
@@ -264,6 +265,7 @@ def mark_cvt_nodes(kg: Any, ranges: list[tuple[int, int]]) -> int:
             "AND (n.name IS NULL OR n.name = '') AND (starts_with(n.id, 'm.') OR starts_with(n.id, 'g.')) "
             "SET n.kind = $cvt RETURN count(*)", {"low": low, "high": high, "cvt": CVT}).get_all()[0][0])
         kg.execute("CHECKPOINT")
+        crash_point("marked cvt nodes in a range")
     return marked
 
 

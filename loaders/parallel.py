@@ -34,6 +34,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
@@ -48,6 +49,7 @@ from localkg.loaders.memory import arrow_uses_system_allocator, return_free_memo
 from localkg.loaders.rejects import RejectLog
 from localkg.loaders.sources import compressed_position, open_binary
 from localkg.store.batch import ColumnBatch, FactBatch
+from localkg.store.crashpoints import crash_point
 from localkg.store.writer import WriteCounts
 
 CHUNK_BYTES = 16 << 20
@@ -55,6 +57,7 @@ BATCH_BYTES = 64 << 20
 READ_BYTES = 1 << 16
 IN_FLIGHT_PER_WORKER = 2
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, ValueError)
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 @dataclass
@@ -282,11 +285,37 @@ def iter_chunks(paths: Sequence[Path], start: Position, chunk_bytes: int,
 _WORKER_FORMAT: DumpFormat | None = None
 
 
-def _start_worker(fmt: DumpFormat) -> None:
+def _start_worker(fmt: DumpFormat, parent: int) -> None:
     global _WORKER_FORMAT
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and stops the pool
     arrow_uses_system_allocator()
     _WORKER_FORMAT = fmt
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this worker process end when ``parent`` does, however it ends (kill -9 included).
+
+    A worker blocks on its pool's pipe, whose writing end the other workers hold too, so a
+    parent killed without shutting the pool down left them (and multiprocessing's resource
+    tracker, which waits for them) alive indefinitely. On Linux the kernel sends SIGKILL on the
+    parent's death (``PR_SET_PDEATHSIG``); elsewhere a thread polls the parent.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+        return
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def parse_chunk(fmt: DumpFormat, chunk: Chunk) -> ChunkResult:
@@ -320,7 +349,7 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
             yield replace(chunk, data=b""), parse_chunk(fmt, chunk)
         return
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(fmt,))
+                               initializer=_start_worker, initargs=(fmt, os.getpid()))
     pending: deque = deque()
     failure: LoadError | None = None
     try:
@@ -420,6 +449,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 checkpoint.position = Position(meta.file, meta.end_offset, meta.end_line, meta.number + 1)
                 checkpoint.report = report.to_json()
                 store.save(checkpoint, state_changed)
+                crash_point("checkpointed")
                 parts, parsed, state_changed = [], [], False
                 return_free_memory()
                 bar.update(max(0, meta.compressed - bar.n))
@@ -437,6 +467,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 except LoadError as error:  # a damaged file: load what was read before the damage
                     damaged = error
                     break
+                crash_point("parsed")
                 state_changed = fmt.absorb(result, checkpoint.state) or state_changed
                 parts.append(result.batch)
                 result.batch = FactBatch()

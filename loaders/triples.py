@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from localkg.store.batch import FactBatch
 
 FORMATS = ("auto", "tsv", "csv", "psv", "nt", "ttl", "jsonl")
 BATCH_LINES = 100_000
+BOM = "\ufeff"  # a UTF-8 byte order mark, dropped from the start of a file
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 NAME_PREDICATES = {
@@ -128,7 +130,15 @@ def _split(line: str, separator: str) -> tuple[str, str, str]:
 
 
 def _parse_csv(line: str) -> tuple[str, str, str]:
-    rows = list(csv.reader([line]))
+    """One CSV record per line: a quoted field cannot span lines (the file is read line by line, so
+    a line that opens a quote it does not close, or a quote inside an unquoted field, which is
+    where the rest of such a field lands, is rejected rather than loaded corrupted)."""
+    try:
+        rows = list(csv.reader([line], strict=True))
+    except csv.Error as error:
+        raise Rejected(f"malformed CSV ({error}; a quoted field cannot span lines)") from None
+    if rows and any('"' in field for field in rows[0]) and line.count('"') % 2:
+        raise Rejected("a quote inside an unquoted CSV field (a quoted field cannot span lines)")
     if not rows or len(rows[0]) != 3:
         raise Rejected(f"expected 3 CSV fields, found {len(rows[0]) if rows else 0}")
     head, relation, tail = (field.strip() for field in rows[0])
@@ -316,7 +326,7 @@ def _line_parser(fmt: str, path: Path) -> Callable[[str, FactBatch], tuple[str, 
             try:
                 triples = list(pyoxigraph.parse(line.encode("utf-8"), format=pyoxigraph.RdfFormat.N_TRIPLES))
             except SyntaxError as error:
-                raise Rejected(f"invalid N-Triples: {str(error).splitlines()[0]}") from None
+                raise Rejected(f"invalid N-Triples: {_without_line(str(error).splitlines()[0])}") from None
             if len(triples) != 1:
                 raise Rejected("expected one triple on the line")
             return mapper.add(triples[0], batch)
@@ -345,11 +355,32 @@ def _line_parser(fmt: str, path: Path) -> Callable[[str, FactBatch], tuple[str, 
     return parse_plain
 
 
+def _without_line(message: str) -> str:
+    """pyoxigraph's message for a one-line parse, without its position "line 1" (the reject's own
+    line number says where).
+
+    >>> _without_line("Parser error at line 1 between columns 1 and 4: No scheme (line 1)")
+    'Parser error between columns 1 and 4: No scheme'
+    """
+    return re.sub(r" \(line 1\)$", "", message).replace(" at line 1 between", " between")
+
+
 def _line_batches(path: Path, fmt: str, batch_lines: int, summary: LoadSummary,
                   rejects: RejectLog) -> Iterator[tuple[FactBatch, int]]:
+    """The file's lines parsed into batches (and the bytes each consumed). A damaged file (a
+    truncated ``.gz``) ends with its last batch, every complete line before the damage in it,
+    then :class:`LoadError` saying so."""
     parse = _line_parser(fmt, path)
     batch, consumed = FactBatch(), 0
-    for number, raw in iter_lines(path):
+    lines = iter_lines(path)
+    while True:
+        try:
+            number, raw = next(lines)
+        except StopIteration:
+            break
+        except LoadError as damage:
+            yield batch, consumed
+            raise LoadError(f"{damage}; the {summary.read:,} lines read before it were loaded") from None
         consumed += len(raw)
         try:
             line = raw.decode("utf-8")
@@ -357,6 +388,8 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, summary: LoadSummary,
             rejects.reject(str(path), number, "invalid UTF-8", raw)
             continue
         line = line.rstrip("\r\n")
+        if number == 1:
+            line = line.removeprefix(BOM)
         if not line.strip() or line.lstrip().startswith("#"):
             summary.skipped += 1
             continue
@@ -387,7 +420,10 @@ def _turtle_batches(path: Path, batch_lines: int, summary: LoadSummary) -> Itera
     batch = FactBatch()
     try:
         with open_binary(path) as handle:
-            for triple in pyoxigraph.parse(io.BufferedReader(handle), format=pyoxigraph.RdfFormat.TURTLE,
+            reader = io.BufferedReader(handle)
+            if reader.peek(3)[:3] == BOM.encode():
+                reader.read(3)
+            for triple in pyoxigraph.parse(reader, format=pyoxigraph.RdfFormat.TURTLE,
                                            base_iri=path.resolve().as_uri()):
                 summary.read += 1
                 fact = mapper.add(triple, batch)
@@ -399,6 +435,7 @@ def _turtle_batches(path: Path, batch_lines: int, summary: LoadSummary) -> Itera
                     yield batch, 0
                     batch = FactBatch()
     except SyntaxError as error:
+        yield batch, 0
         raise LoadError(f"{path}: Turtle syntax error: {str(error).splitlines()[0]} "
-                        f"(the {summary.read} statements before it were loaded)") from None
+                        f"(the {summary.read:,} statements before it were loaded)") from None
     yield batch, path.stat().st_size

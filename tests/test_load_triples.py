@@ -119,11 +119,57 @@ def test_turtle_document(kg: KG, tmp_path: Path) -> None:
     assert founded[0].id == '"1457-01-01"^^xsd:date'
 
 
-def test_turtle_syntax_error_is_one_clear_error(kg: KG, tmp_path: Path) -> None:
+def test_turtle_syntax_error_is_one_clear_error_and_keeps_the_statements_before_it(kg: KG, tmp_path: Path) -> None:
     path = tmp_path / "bad.ttl"
-    path.write_text("@prefix ex: <http://ex.org/> .\nex:a ex:b ex:c .\nex:a ex:b \n", encoding="utf-8")
-    with pytest.raises(LoadError, match="Turtle syntax error"):
+    path.write_text("@prefix ex: <http://ex.org/> .\n" + "".join(f"ex:a{i} ex:b ex:c .\n" for i in range(6))
+                    + "ex:a ex:b \n", encoding="utf-8")
+    with pytest.raises(LoadError, match="Turtle syntax error.*the 6 statements before it were loaded"):
         load_triples(kg, [path], progress=False)
+    assert kg.stats().facts == 6
+
+
+def test_truncated_gzip_keeps_every_complete_line(kg: KG, shared: Path, tmp_path: Path) -> None:
+    """MetaQA's kb.txt gzipped and cut in half: every complete line before the cut is loaded."""
+    whole = gzip.compress((shared / "metaqa" / "kb.txt").read_bytes())
+    path = tmp_path / "kb.txt.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    complete = 0
+    with gzip.open(path, "rb") as handle:
+        try:
+            for _ in handle:
+                complete += 1
+        except EOFError:
+            pass
+    assert complete > 60_000
+    with pytest.raises(LoadError, match=f"truncated or corrupt.*the {complete:,} lines read before it were loaded"):
+        load_triples(kg, [path], format="psv", progress=False)
+    assert kg.stats().facts == complete
+
+
+def test_byte_order_mark_and_quoted_newlines_never_corrupt_ids(kg: KG, tmp_path: Path) -> None:
+    """A UTF-8 BOM is dropped (a header after it is still a header); a CSV field with a newline
+    inside quotes cannot be read line by line: both of its lines are rejected, nothing corrupted."""
+    bom = "\ufeff"
+    (tmp_path / "a.csv").write_text(f'{bom}head,relation,tail\nalpha,r,beta\nx,"multi\nline",y\ngamma,r,delta\n',
+                                    encoding="utf-8")
+    (tmp_path / "b.tsv").write_text(f"{bom}alpha\tr2\tbeta\n", encoding="utf-8")
+    (tmp_path / "c.nt").write_text(f"{bom}<http://e/alpha> <http://e/r> <http://e/beta> .\n", encoding="utf-8")
+    (tmp_path / "d.ttl").write_text(f"{bom}@prefix e: <http://e/> .\ne:alpha e:s e:beta .\n", encoding="utf-8")
+    summary = load_triples(kg, [tmp_path / name for name in ("a.csv", "b.tsv", "c.nt", "d.ttl")], progress=False)
+    ids = {row[0] for row in kg.execute("MATCH (n:Node) RETURN n.id").get_all()}
+    assert ids == {"alpha", "beta", "gamma", "delta", "http://e/alpha", "http://e/beta"}
+    assert (summary.loaded, summary.rejected, summary.skipped) == (5, 2, 1)
+    rejected = (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    assert [line.split("\t")[1] for line in rejected] == ["3", "4"]
+    assert all("cannot span lines" in line for line in rejected)
+
+
+def test_ntriples_reject_reasons_carry_no_false_line_number(kg: KG, tmp_path: Path) -> None:
+    path = tmp_path / "bad.nt"
+    path.write_text("<http://e/a> <http://e/r> <http://e/b> .\n<a> <b> c .\n", encoding="utf-8")
+    load_triples(kg, [path], progress=False)
+    row = (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()[1].split("\t")
+    assert row[1] == "2" and "line 1" not in row[2]
 
 
 @pytest.mark.parametrize("compress", [gzip.compress, bz2.compress])

@@ -34,7 +34,9 @@ worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, whic
 
 Pandas string columns crash kuzu 0.11.3; Arrow/Parquet does not.
 
-A crash loses nothing that was staged. A flush writes ``staged/flushing.json``
+A crash loses nothing that was staged, nor the passes a close owes: the
+manifest says a writer flushed and has not closed yet, and the next writer then
+does them when it closes. A flush writes ``staged/flushing.json``
 (the batches, and the counts the database has and will have) before its first
 transaction; a writer that finds it compares those counts with the database's:
 it drops the batches if every step committed, forgets the record if none did,
@@ -97,6 +99,7 @@ _COUNTED = {  # what a flush's steps add to, counted in the database
     "summaries": "MATCH ()-[s:HasRel]->() RETURN count(*)",
 }
 _FLUSH_MARKER = "flushing.json"
+_UNFINISHED = "unfinished_writer"  # manifest flag: a writer flushed and has not yet closed (hub flags owed)
 _MERGED_SCALARS = ("name", "kind", "description")  # what a node update may change
 _MERGED_LISTS = ("aliases", "types")  # ... and what it may add to
 POOL_BYTES_PER_UPDATED_NUMBER = 1024
@@ -139,7 +142,7 @@ class GraphWriter:
         self.staged = kg.path / schema.STAGED_DIR
         self.pending = kg.path / "pending"
         self.totals = WriteCounts()
-        self._changed = False
+        self._changed = bool(kg.manifest.get(_UNFINISHED))  # a writer that changed the graph died before closing
         self._flush_failed = False
         self._recover_staged()
         self._hubs = pa.array([row[0] for row in kg._run("MATCH (n:Node) WHERE n.hub RETURN n.id")], pa.string())
@@ -167,7 +170,7 @@ class GraphWriter:
             self.apply_updates()
             if self._changed:
                 self._flag_hubs()
-                self.kg.update_manifest(generation=self.kg.generation + 1)
+                self.kg.update_manifest(generation=self.kg.generation + 1, **{_UNFINISHED: False})
                 self._changed = False
         shutil.rmtree(self.staging, ignore_errors=True)
 
@@ -425,6 +428,8 @@ class GraphWriter:
         if not batches:
             return
         marker = self.staged / _FLUSH_MARKER
+        if not self.kg.manifest.get(_UNFINISHED):  # the close's passes are owed from the first commit on
+            self.kg.update_manifest(**{_UNFINISHED: True})
         try:
             record = self._flush_record(batches)
             # a flush cut off between its steps resumes from what the database holds
