@@ -296,7 +296,7 @@ def _inverted_index(texts: list[str]) -> tuple[pa.Table, pa.Table, np.ndarray]:
     hashes = hashes[order]
     distinct, first = np.unique(hashes, return_index=True)
     words = pa.table({"hash": distinct, "first": first.astype(np.int64),
-                      "stop": np.append(first[1:], len(hashes)).astype(np.int64)})
+                      "stop": np.r_[first[1:], len(hashes)][:len(first)].astype(np.int64)})  # none: no words
     postings = pa.table({"label": np.asarray(label_of, dtype=np.int32)[order],
                          "count": np.asarray(count_of, dtype=np.int16)[order]})
     return words, postings, lengths

@@ -11,7 +11,10 @@ number and reason; a summary says what happened to every line::
 "read"). RDF is parsed by pyoxigraph, a real RDF parser: N-Triples line by
 line, so one bad line is rejected and the rest load; Turtle as a document,
 because its statements span lines (a syntax error stops the file with the
-position, after loading every batch before it).
+position, after loading every statement before it). Files are read line by
+line, so a CSV field cannot span lines (both lines are rejected); a UTF-8 byte
+order mark at the start of a file is dropped; a damaged compressed file keeps
+every complete line before the damage.
 
 Node ids are the file's own strings: MetaQA names, FB15k-237 ``/m/`` ids
 (``--names`` gives their names), IRIs for RDF. For RDF, label predicates

