@@ -418,7 +418,8 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
 
     from localkg.fog.checkpoint import default_checkpoint
     from localkg.fog.supervision import SupervisionLimits
-    from localkg.fog.train import TrainConfig, TrainingSet, train_from_files
+    from localkg.datasets import TrainingSet
+    from localkg.fog.train import TrainConfig, train_from_files
     from localkg.store import KG
 
     if threads:
@@ -473,7 +474,7 @@ def train_paths(db: Path, questions: tuple[Path, ...], fmt: str, max_hops: int, 
     """Learn which relation paths questions ask for, from question-answer pairs (docs/training.md)."""
     import torch
 
-    from localkg.fog.train import TrainingSet
+    from localkg.datasets import TrainingSet
     from localkg.retrieval.checkpoint import default_checkpoint
     from localkg.retrieval.supervision import SupervisionLimits
     from localkg.retrieval.train import TrainConfig, train_from_files

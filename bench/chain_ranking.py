@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from localkg.indexes.scoring import RelevanceScorer
-from localkg.reasoners.baselines import path_similarities
+from localkg.reasoners.relation_paths import path_similarities
 from localkg.reasoners.common import IN, OUT, Move, chain_words
 
 METAQA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "metaqa"

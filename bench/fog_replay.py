@@ -22,8 +22,7 @@ import statistics
 from collections import deque
 from pathlib import Path
 
-from localkg.evaluation.datasets import read_questions
-from localkg.evaluation.harness import resolve_topics
+from localkg.datasets import read_questions, resolve_topics
 from localkg.evaluation.metrics import Prediction, score_question
 from localkg.llm.scripted import ScriptedLLM
 from localkg.reasoners.base import Context

@@ -78,6 +78,14 @@ class LLMSettingsError(LocalKGError):
     """LLM settings that cannot work (an unknown prompt style, a chat style for a model without a chat template)."""
 
 
+class SettingsError(LocalKGError):
+    """A reasoner setting that does not exist, or a value it does not allow."""
+
+
+class UnknownReasonerError(LocalKGError):
+    """No reasoner has that name."""
+
+
 class DatasetError(LocalKGError):
     """A questions file could not be read: unknown format, or a malformed line or record."""
 

@@ -2,13 +2,14 @@
 scripted model (how they parse what a model says) and once with the real bundled model."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from localkg.llm import ScriptedLLM
 from localkg.reasoners import Context, get_reasoner
-from localkg.reasoners.baselines import rank_relation_paths, readable_relation, split_answers
+from localkg.reasoners.common import split_answers
+from localkg.reasoners.relation_paths import rank_relation_paths
+from localkg.text import readable_relation
 from localkg.store import KG
 
 MOVIES = [

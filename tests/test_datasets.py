@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from localkg.errors import DatasetError
-from localkg.evaluation.datasets import detect_format, read_questions
+from localkg.datasets import detect_format, read_questions
 
 SHARED = Path(__file__).parents[1].parent / "shared" / "data"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from localkg import prompts
-from localkg.errors import LocalKGError
+from localkg.errors import SettingsError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
 from localkg.reasoners.dtkg import CHAIN, PARALLEL, ChainPath, DTKGReasoner, is_administrative
@@ -145,7 +145,7 @@ def test_answers_keep_the_graph_order_unless_the_model_is_asked_to_pick(demo_kg,
     assert len(graph.answers) > 1 and [a.score for a in graph.answers] == sorted((a.score for a in graph.answers),
                                                                                   reverse=True)
     assert model.answers[0].id == graph.answers[1].id   # the model's pick (option 2) moved first
-    with pytest.raises(LocalKGError, match="answer_from must be one of graph, model"):
+    with pytest.raises(SettingsError, match="dtkg setting answer_from: expected one of graph, model"):
         dtkg(demo_kg, scorer, ScriptedLLM(), answer_from="llm")
 
 

@@ -20,7 +20,7 @@ from localkg.fog.checkpoint import save_checkpoint
 from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
-from localkg.errors import LocalKGError
+from localkg.errors import LocalKGError, SettingsError
 from localkg.fog.features import triple_key
 from localkg.reasoners.fog import FoGReasoner, _answer_options, answer_scores, check_update
 from localkg.store.model import Node, Triple
@@ -242,7 +242,7 @@ def test_graph_answers_lead_unless_the_model_is_asked_to(demo_kg, scorer):
     assert graph.answers[0].name == "Mark Sandrich"
     assert any("(the model predicted ['Allan Scott'])" in n for n in graph.notes)
     assert [a.name for a in run(answer_from="model").answers] == ["Allan Scott"]
-    with pytest.raises(LocalKGError, match="answer_from must be one of graph, model"):
+    with pytest.raises(SettingsError, match="fog setting answer_from: expected one of graph, model"):
         fog(demo_kg, scorer, ScriptedLLM(), answer_from="llm")
 
 
@@ -264,15 +264,15 @@ def test_fallback_without_checkpoint_and_trained_scorer_with_one(demo_kg, scorer
 
 def test_inference_reads_no_gold_field(demo_kg, scorer, monkeypatch):
     """The supervision module (gold paths, gold answers) is never imported or called at inference."""
-    code = ("import sys, localkg.reasoners, localkg.fog.scoring, localkg.fog.checkpoint; "
+    code = ("import sys, localkg.reasoners.fog, localkg.fog.scoring, localkg.fog.checkpoint; "
             "print('localkg.fog.supervision' in sys.modules)")
     imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert imported.stdout.split() == ["False"]
     monkeypatch.setitem(sys.modules, "localkg.fog.supervision", None)   # any import now fails
-    from localkg.evaluation import datasets
+    from localkg.datasets import Question
 
     for name in ("answers", "meta", "qtype", "hop"):
-        monkeypatch.setattr(datasets.Question, name, property(lambda self: pytest.fail("gold field read")),
+        monkeypatch.setattr(Question, name, property(lambda self: pytest.fail("gold field read")),
                             raising=False)
     result = fog(demo_kg, scorer, ScriptedLLM(), rounds=1).answer(QUESTION, ["Top Hat"])
     assert result.answers

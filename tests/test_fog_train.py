@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from localkg.errors import TrainingDataError
-from localkg.evaluation.datasets import Question, read_questions
-from localkg.evaluation.harness import resolve_topics, select_questions
+from localkg.datasets import Question, read_questions
+from localkg.datasets import resolve_topics, select_questions
 from localkg.fog.features import TextVectors, triple_key
 from localkg.fog.supervision import SupervisionLimits, build_example, gold_relation_paths, metaqa_relation_path
-from localkg.fog.train import TrainConfig, TrainingSet, build_examples, select_training_questions, train_scorer
+from localkg.datasets import TrainingSet, select_training_questions
+from localkg.fog.train import TrainConfig, build_examples, train_scorer
 from localkg.store.model import IN, OUT
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from localkg.errors import CheckpointError
-from localkg.evaluation.datasets import read_questions
+from localkg.datasets import read_questions
 from localkg.retrieval.checkpoint import load_checkpoint, save_checkpoint
 from localkg.retrieval.ranking import PathRanker
 from localkg.retrieval.supervision import SupervisionLimits

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from localkg.evaluation.datasets import Question
+from localkg.datasets import Question
 from localkg.retrieval.supervision import answer_f1, gold_relation_paths, label_question, matches_gold
 from localkg.retrieval.train import groups_of, supervise
 from localkg.retrieval.walk import PathWalker

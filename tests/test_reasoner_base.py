@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from localkg.errors import LocalKGError
+from localkg.errors import SettingsError, UnknownReasonerError
 from localkg.llm import ScriptedLLM
-from localkg.reasoners.base import REGISTRY, Context, Result, get_reasoner
+from localkg.reasoners.base import REASONERS, Context, Result, get_reasoner
 from localkg.store import KG
 
 EXPECTED = {"io", "cot", "embed-path", "tog", "bpc", "paths", "plan", "ppoga", "fog", "dtkg"}
@@ -19,35 +19,51 @@ def build(name: str, kg: KG, scorer, llm: ScriptedLLM, **settings):
     return get_reasoner(name)(context, **settings)
 
 
-def test_every_reasoner_is_registered_by_its_name():
-    get_reasoner("tog")  # imports every reasoner module
-    assert EXPECTED <= set(REGISTRY)
-    for name, cls in REGISTRY.items():
-        assert cls.name == name
+def test_every_reasoner_is_found_by_its_name_in_its_module():
+    assert EXPECTED <= set(REASONERS)
+    for name, module in REASONERS.items():
+        cls = get_reasoner(name)
+        assert cls.name == name and cls.__module__ == module
 
 
 def test_an_unknown_reasoner_names_the_available_ones():
-    with pytest.raises(LocalKGError, match="available: .*tog"):
+    with pytest.raises(UnknownReasonerError, match="available: .*tog"):
         get_reasoner("think-harder")
 
 
-def test_settings_from_the_command_line_take_the_type_of_the_default(demo_kg, scorer):
+def test_settings_from_the_command_line_take_the_type_of_the_field(demo_kg, scorer):
     reasoner = build("tog", demo_kg, scorer, ScriptedLLM(), width="5", temperature="0.1",
                      skip_reverse="no", prune="llm")
-    assert reasoner.config["width"] == 5 and reasoner.config["temperature"] == 0.1
-    assert reasoner.config["skip_reverse"] is False and reasoner.config["prune"] == "llm"
-    assert get_reasoner("tog").defaults["width"] == 3  # overrides never leak into the defaults
+    assert reasoner.settings.width == 5 and reasoner.settings.temperature == 0.1
+    assert reasoner.settings.skip_reverse is False and reasoner.settings.prune == "llm"
+    assert get_reasoner("tog").Settings().width == 3  # overrides never leak into the defaults
+
+
+def test_settings_from_python_keep_their_values(demo_kg, scorer):
+    reasoner = build("tog", demo_kg, scorer, ScriptedLLM(), width=4, temperature=1, skip_reverse=True)
+    assert (reasoner.settings.width, reasoner.settings.temperature, reasoner.settings.skip_reverse) == (4, 1.0, True)
+    assert isinstance(reasoner.settings.temperature, float)
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"widht": "5"}, "no setting widht"),
-    ({"width": "three"}, "width: expected int"),
-    ({"temperature": "warm"}, "temperature: expected float"),
-    ({"skip_reverse": "ture"}, "skip_reverse: expected true or false"),
+    ({"widht": "5"}, "tog has no setting widht; settings: .*width"),
+    ({"width": "three"}, "tog setting width: expected a whole number, got 'three'"),
+    ({"width": 2.5}, "tog setting width: expected a whole number, got 2.5"),
+    ({"width": True}, "tog setting width: expected a whole number"),
+    ({"temperature": "warm"}, "tog setting temperature: expected a number, got 'warm'"),
+    ({"skip_reverse": "ture"}, "tog setting skip_reverse: expected true or false, got 'ture'"),
+    ({"prune": "magic"}, "tog setting prune: expected one of embed, llm, hybrid, got 'magic'"),
+    ({"relation_filter": 3}, "tog setting relation_filter: expected str, got 3"),
 ])
 def test_bad_settings_are_refused_with_a_clear_error(demo_kg, scorer, settings, message):
-    with pytest.raises(LocalKGError, match=message):
+    with pytest.raises(SettingsError, match=message):
         build("tog", demo_kg, scorer, ScriptedLLM(), **settings)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_reasoner_refuses_an_unknown_setting(name, demo_kg, scorer):
+    with pytest.raises(SettingsError, match=f"{name} has no setting nonsense"):
+        build(name, demo_kg, scorer, ScriptedLLM(), nonsense="1")
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -96,5 +112,5 @@ def test_unusable_model_outputs_never_raise_and_the_trace_is_complete(name, demo
     assert {"question", "answers", "evidence", "llm_calls", "prompt_tokens", "completion_tokens",
             "seconds", "trace"} <= set(shape)
     assert shape["llm_calls"] == len(shape["trace"]["llm"])
-    if REGISTRY[name].uses_llm is False:
+    if get_reasoner(name).uses_llm is False:
         assert result.llm_calls == []

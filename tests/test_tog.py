@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from localkg.errors import SettingsError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
 from localkg.reasoners.tog import ThinkOnGraph
@@ -193,8 +194,8 @@ def test_empty_graph_and_unknown_entity_give_no_answer_with_the_reason(tmp_path,
 
 
 def test_an_unknown_prune_mode_is_refused_with_a_reason(movies, scorer):
-    result = tog(movies, scorer, prune="magic").answer("who directed Top Hat", ["Top Hat"])
-    assert result.answers == [] and "prune must be one of" in result.notes[-1]
+    with pytest.raises(SettingsError, match="tog setting prune: expected one of embed, llm, hybrid, got 'magic'"):
+        tog(movies, scorer, prune="magic")
 
 
 @pytest.mark.parametrize("hops", [1, 2])

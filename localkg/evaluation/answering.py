@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localkg.errors import LocalKGError, WorkerError
+from localkg.datasets import resolve_topics
 from localkg.evaluation.metrics import Prediction, score_question
 from localkg.reasoners.base import Context, Reasoner, Result, get_reasoner
 from localkg.store.kg import KG
 
 if TYPE_CHECKING:
-    from localkg.evaluation.datasets import Question
+    from localkg.datasets import Question
     from localkg.evaluation.harness import EvalConfig
 
 # The EvalConfig fields that decide which LLM a worker builds.
@@ -65,23 +66,6 @@ class Services:
 
     def context(self, kg: KG) -> Context:
         return Context(kg, llm_factory=self.llm, scorer_factory=self.scorer)
-
-
-def resolve_topics(kg: KG, question: "Question") -> list[str]:
-    """Store ids of the dataset's gold topic entities: each by id when the store has it, else
-    the first node named like it (the dataset's name for it, then the reference itself)."""
-    names = question.meta.get("topic_names") or []
-    resolved: list[str] = []
-    for position, reference in enumerate(question.topic_entities or []):
-        if kg.has_node(reference):
-            resolved.append(reference)
-            continue
-        for label in (names[position] if position < len(names) else None, reference):
-            hits = kg.find(label) if label else []
-            if hits:
-                resolved.append(hits[0].id)
-                break
-    return list(dict.fromkeys(resolved))
 
 
 def check_settings(config: "EvalConfig") -> None:

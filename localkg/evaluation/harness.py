@@ -19,7 +19,6 @@ subset of the sample.
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter, defaultdict
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
@@ -28,9 +27,9 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
+from localkg.datasets import detect_format, read_questions, select_questions
 from localkg.errors import EvaluationError
-from localkg.evaluation.answering import check_settings, resolve_topics  # noqa: F401  (resolve_topics: public here)
-from localkg.evaluation.datasets import Question, detect_format, read_questions
+from localkg.evaluation.answering import check_settings
 from localkg.evaluation.metrics import aggregate, distribution
 from localkg.evaluation.workers import Pool, open_pool
 from localkg.llm.llm import DEFAULT_N_CTX
@@ -75,18 +74,6 @@ class EvalConfig:
         values["db"] = str(Path(self.db).resolve()) if self.db else None
         values["model"] = str(Path(self.model).resolve()) if self.model else None
         return values
-
-
-def select_questions(questions: Sequence[Question], sample: int | None, seed: int,
-                     limit: int | None) -> list[Question]:
-    """A seeded sample of ``sample`` questions in the order drawn, then the first ``limit``."""
-    chosen = list(questions)
-    if sample is not None and sample < len(chosen):
-        picked = random.Random(seed).sample(range(len(chosen)), sample)
-        chosen = [chosen[i] for i in picked]
-    if limit is not None:
-        chosen = chosen[:limit]
-    return chosen
 
 
 # ---------------------------------------------------------------- the run

@@ -25,7 +25,7 @@ from localkg.evaluation.answering import Answerer
 from localkg.reasoners.base import get_reasoner
 
 if TYPE_CHECKING:
-    from localkg.evaluation.datasets import Question
+    from localkg.datasets import Question
     from localkg.evaluation.harness import EvalConfig
 
 Outcome = tuple[str, Any]  # ("ok", predictions line) or ("error", message)

@@ -17,6 +17,7 @@ import torch
 
 from localkg.fog.model import GraphTensors
 from localkg.store.model import Node, Triple
+from localkg.text import readable_relation
 
 TripleKey = tuple[str, str, str]
 
@@ -29,8 +30,6 @@ def triple_key(triple: Triple) -> TripleKey:
 @lru_cache(maxsize=100_000)
 def relation_words(relation: str) -> str:
     """A relation id as words, the way every reasoner shows it to an embedder."""
-    from localkg.reasoners.baselines import readable_relation  # here: the reasoners package imports this one
-
     return readable_relation(relation)
 
 

@@ -32,9 +32,9 @@ from typing import Any, Sequence
 
 from localkg.errors import TrainingDataError
 from localkg.fog.features import QuestionGraph, TripleKey, bfs_levels, triple_key
-from localkg.reasoners.common import without_mentions
 from localkg.store.kg import KG
 from localkg.store.model import IN, OUT, Node, Triple
+from localkg.text import without_mentions
 
 #: MetaQA's question-type words → the KB relation that links a film to that kind of thing.
 METAQA_RELATIONS = {

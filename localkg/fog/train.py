@@ -31,6 +31,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from localkg.datasets import TrainingSet, resolve_topics, select_training_questions
 from localkg.errors import TrainingDataError
 from localkg.fog.checkpoint import save_checkpoint
 from localkg.fog.features import QuestionGraph, TextVectors, build_tensors, graph_texts
@@ -256,47 +257,10 @@ def train_scorer(examples: Sequence[QuestionGraph], vectors: TextVectors, config
     return report
 
 
-@dataclass
-class TrainingSet:
-    """Which questions of which files to train on; ``exclude_sample`` leaves out exactly the
-    questions ``localkg eval --sample N --seed S`` would ask, so evaluation stays unseen."""
-
-    files: list[str]
-    format: str = "auto"
-    sample: int | None = None
-    exclude_sample: int | None = None
-    exclude_seed: int = 0
-
-    def describe(self, counts: list[int]) -> str:
-        parts = [f"{n} of {Path(f).parent.name}/{Path(f).name}" for f, n in zip(self.files, counts)]
-        excluded = (f", excluding the eval sample --sample {self.exclude_sample} --seed {self.exclude_seed}"
-                    if self.exclude_sample else "")
-        return "trained on " + ", ".join(parts) + excluded
-
-
-def select_training_questions(selection: TrainingSet, seed: int) -> tuple[list[Any], list[int]]:
-    """The questions of every file after the exclusion and the per-file sample, and their counts."""
-    from localkg.evaluation.datasets import read_questions
-    from localkg.evaluation.harness import select_questions
-
-    chosen, counts = [], []
-    for path in selection.files:
-        questions = read_questions(path, selection.format)
-        if selection.exclude_sample:
-            held_out = {q.id for q in select_questions(questions, selection.exclude_sample, selection.exclude_seed,
-                                                       None)}
-            questions = [q for q in questions if q.id not in held_out]
-        questions = select_questions(questions, selection.sample, seed, None)
-        chosen.extend(questions)
-        counts.append(len(questions))
-    return chosen, counts
-
-
 def train_from_files(kg: KG, selection: TrainingSet, config: TrainConfig, out: str | Path,
                      embedder: Any = None, limits: SupervisionLimits = SupervisionLimits(),
                      progress: bool = False, on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
     """``localkg train fog``: questions → supervision → a trained scorer checkpoint at ``out``."""
-    from localkg.evaluation.harness import resolve_topics
     from localkg.indexes.embedding import Embedder
 
     questions, counts = select_training_questions(selection, config.seed)

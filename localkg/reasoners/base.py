@@ -11,14 +11,16 @@ instead of an exception.
 """
 from __future__ import annotations
 
+import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-from localkg.errors import LocalKGError, UnknownEntityError
+from localkg.errors import UnknownEntityError, UnknownReasonerError
+from localkg.reasoners.settings import NoSettings, parse_settings
 from localkg.store.kg import KG, QueryLog
-from localkg.store.model import Node, Path
+from localkg.store.model import Path
 
 if TYPE_CHECKING:
     from localkg.llm import LLM
@@ -145,19 +147,16 @@ class Context:
 
 
 class Reasoner(ABC):
-    """Base class: subclasses set ``name`` and ``defaults`` and implement :meth:`solve`."""
+    """Base class: subclasses set ``name`` and ``Settings`` (a frozen dataclass of typed settings
+    with defaults) and implement :meth:`solve`; ``self.settings`` is the validated instance."""
 
     name: ClassVar[str] = ""
-    defaults: ClassVar[dict[str, Any]] = {}
+    Settings: ClassVar[type] = NoSettings
     uses_llm: ClassVar[bool] = True
 
     def __init__(self, context: Context, **overrides: Any):
-        unknown = set(overrides) - set(self.defaults)
-        if unknown:
-            raise LocalKGError(f"{self.name} has no setting {', '.join(sorted(unknown))}; "
-                               f"settings: {', '.join(sorted(self.defaults))}")
         self.context = context
-        self.config = {**self.defaults, **{k: _coerce(self.defaults[k], v, k) for k, v in overrides.items()}}
+        self.settings = parse_settings(self.name, self.Settings, overrides)
 
     @property
     def kg(self) -> KG:
@@ -218,47 +217,36 @@ class Reasoner(ABC):
         """Fill ``result.answers``, ``result.evidence`` and ``result.notes`` for known topic entities."""
 
 
-def _coerce(default: Any, value: Any, key: str = "") -> Any:
-    """Turn ``--set key=value`` strings into the type of the default; a value that does not read
-    as that type is refused (a typo such as ``skip_reverse=ture`` must not silently mean False)."""
-    if not isinstance(value, str) or isinstance(default, str) or default is None:
-        return value
-    text = value.strip().lower()
-    if isinstance(default, bool):
-        if text in _TRUE or text in _FALSE:
-            return text in _TRUE
-        raise LocalKGError(f"setting {key}: expected true or false, got {value!r}")
-    try:
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-    except ValueError:
-        raise LocalKGError(f"setting {key}: expected {type(default).__name__}, got {value!r}") from None
-    return value
-
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
+#: Every reasoner's name and the module that defines it, imported on first use (so naming
+#: ``io`` never imports the torch that ``fog`` needs).
+REASONERS: dict[str, str] = {
+    "io": "localkg.reasoners.baselines",
+    "cot": "localkg.reasoners.baselines",
+    "embed-path": "localkg.reasoners.baselines",
+    "tog": "localkg.reasoners.tog",
+    "bpc": "localkg.reasoners.bpc",
+    "fog": "localkg.reasoners.fog",
+    "paths": "localkg.reasoners.paths",
+    "plan": "localkg.reasoners.plan",
+    "ppoga": "localkg.reasoners.ppoga",
+    "dtkg": "localkg.reasoners.dtkg",
+    "learned-paths": "localkg.reasoners.learned_paths",
+}
 
 REGISTRY: dict[str, type[Reasoner]] = {}
 
 
 def register(cls: type[Reasoner]) -> type[Reasoner]:
-    """Class decorator: make a reasoner available by its ``name``."""
+    """Class decorator: the reasoner class its module defines for a name in :data:`REASONERS`."""
+    if REASONERS.get(cls.name) != cls.__module__:
+        raise UnknownReasonerError(f"reasoner {cls.name!r} of {cls.__module__} is not listed in REASONERS")
     REGISTRY[cls.name] = cls
     return cls
 
 
 def get_reasoner(name: str) -> type[Reasoner]:
-    from localkg import reasoners  # noqa: F401  (imports every reasoner module, which registers it)
-
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise LocalKGError(f"no reasoner named {name!r}; available: {', '.join(sorted(REGISTRY))}") from None
-
-
-def answer_from_node(node: Node, score: float = 0.0) -> Answer:
-    return Answer(node.id, node.display, score)
+    """The reasoner class named ``name``, importing its module the first time."""
+    if name not in REASONERS:
+        raise UnknownReasonerError(f"no reasoner named {name!r}; available: {', '.join(sorted(REASONERS))}")
+    importlib.import_module(REASONERS[name])
+    return REGISTRY[name]

@@ -45,9 +45,9 @@ from localkg.reasoners.common import (
     node_of,
     rank_moves,
     relation_filter,
-    without_mentions,
 )
 from localkg.store.model import Node, Path
+from localkg.text import without_mentions
 
 PROMPTS = "bpc"
 
@@ -87,32 +87,37 @@ def render_history(path: Path, k: int) -> str:
                      for i, step in enumerate(visible))
 
 
+@dataclass(frozen=True)
+class BoundedPathContextSettings:
+    """bpc's settings."""
+
+    K: int = 1  # visible hops: 0 none, -1 all (the paper's best small-model setting: 1)
+    width: int = 3  # relations per pick and ends per relation
+    depth: int = 3
+    relation_cap: int = 50  # relations shown per prompt
+    max_total_beams: int = 12
+    answer_paths: int = 8  # paths shown to answer extraction
+    max_tails: int = 100  # ends fetched per relation (the first `width` become beams)
+    answer_weight: float = 0.5  # exponent of the model's probability against the path relevance
+    depth_penalty: float = 0.05  # a relation must beat the current chain's relevance by this to rank above STOP
+    temperature: float = 0.05
+    relation_filter: str = DEFAULT_RELATION_FILTER
+
+
 @register
 class BoundedPathContext(Reasoner):
     """BPC: beams of whole paths; relation-selection prompts see only the last ``K`` hops."""
 
     name = "bpc"
-    defaults: dict[str, Any] = {
-        "K": 1,                   # visible hops: 0 none, -1 all (the paper's best small-model setting: 1)
-        "width": 3,               # relations per pick and ends per relation
-        "depth": 3,
-        "relation_cap": 50,       # relations shown per prompt
-        "max_total_beams": 12,
-        "answer_paths": 8,        # paths shown to answer extraction
-        "max_tails": 100,         # ends fetched per relation (the first `width` become beams)
-        "answer_weight": 0.5,     # exponent of the model's probability against the path relevance
-        "depth_penalty": 0.05,    # a relation must beat the current chain's relevance by this to rank above STOP
-        "temperature": 0.05,
-        "relation_filter": DEFAULT_RELATION_FILTER,
-    }
+    Settings = BoundedPathContextSettings
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         starts = [node_of(self.kg, topic) for topic in topics]
         query = without_mentions(question, [node.display for node in starts])
-        keep = relation_filter(self.config["relation_filter"])
+        keep = relation_filter(self.settings.relation_filter)
         beams = [Beam(node, Path(()), ()) for node in starts]
         reached: list[Beam] = []  # every end a picked relation reached, beamed or not (answer siblings)
-        for depth in range(1, self.config["depth"] + 1):
+        for depth in range(1, self.settings.depth + 1):
             active = [b for b in beams if not b.finished]
             if not active:
                 break
@@ -121,7 +126,7 @@ class BoundedPathContext(Reasoner):
                 beamed, ends = self._step(question, query, siblings, keep, depth, result.notes)
                 reached.extend(ends)
                 next_beams.extend(beamed or [replace(b, finished=True) for b in siblings])
-            beams = _cap(next_beams, self.config["max_total_beams"])
+            beams = _cap(next_beams, self.settings.max_total_beams)
             finished = sum(b.finished for b in beams)
             result.notes.append(f"depth {depth}: {len(beams)} beams, {finished} finished")
         with_hops = [b for b in beams if b.path.steps]
@@ -141,19 +146,19 @@ class BoundedPathContext(Reasoner):
             notes.append(f"depth {depth}: {representative.current.display} has no relation to follow; beam finished")
             return [], []
         ranked = rank_moves(self.context.scorer, query, moves, taken=representative.moves)
-        shown = ranked[: self.config["relation_cap"]]
+        shown = ranked[: self.settings.relation_cap]
         hidden = len(ranked) - len(shown)
         choices: list[tuple[Move, float] | None] = list(shown)  # None is STOP
         if representative.path.steps:  # STOP follows the relations whose chain beats this one by depth_penalty
             choices.insert(sum(1 for _, relevance in shown
-                               if relevance > representative.relevance + self.config["depth_penalty"]), None)
+                               if relevance > representative.relevance + self.settings.depth_penalty), None)
         options = [prompts.render(PROMPTS, "stop", entity=representative.current.display) if choice is None
                    else move_option(representative.current, choice[0]) for choice in choices]
         prompt = prompts.render(PROMPTS, "select", question=question,
-                                history=render_history(representative.path, self.config["K"]),
+                                history=render_history(representative.path, self.settings.K),
                                 entity=representative.current.display,
                                 more=prompts.render(PROMPTS, "hidden", count=hidden) if hidden else "")
-        picks = ask_choice(self.llm, prompt, options, step=f"select-{depth}", k=self.config["width"],
+        picks = ask_choice(self.llm, prompt, options, step=f"select-{depth}", k=self.settings.width,
                            allow_none=True, notes=notes)
         if picks is None:  # the call failed: follow the most relevant relation
             picks = [0]
@@ -171,10 +176,10 @@ class BoundedPathContext(Reasoner):
             for beam in siblings:
                 on_path = {beam.start.id} | {step.target.id for step in beam.path.steps}
                 children = [Beam(beam.start, Path(beam.path.steps + path.steps), beam.moves + (move,), relevance)
-                            for path in follow(self.kg, beam.current, move, limit=self.config["max_tails"])
+                            for path in follow(self.kg, beam.current, move, limit=self.settings.max_tails)
                             if path.end.id not in on_path]
                 ends.extend(children)
-                beamed.extend(children[: self.config["width"]])
+                beamed.extend(children[: self.settings.width])
         notes.append(f"depth {depth}: from {representative.current.display} follow "
                      + ", ".join(str(choices[i][0]) for i in picks))  # type: ignore[index]
         return beamed, ends
@@ -202,16 +207,16 @@ class BoundedPathContext(Reasoner):
             distance = {end: sum(by_topic.values()) for end, by_topic in meeting.items() if len(by_topic) == most}
             closest = min(distance.values())
             pool = [b for b in [*beams, *reached] if distance.get(b.current.id) == closest]
-        shown = _dedupe_ends(sorted(pool, key=lambda b: (not b.finished, -b.relevance)))[: self.config["answer_paths"]]
+        shown = _dedupe_ends(sorted(pool, key=lambda b: (not b.finished, -b.relevance)))[: self.settings.answer_paths]
         relevance = np.array([b.relevance for b in shown])
-        combined = (relevance - relevance.max()) / self.config["temperature"]
+        combined = (relevance - relevance.max()) / self.settings.temperature
         if len(shown) > 1:
             prompt = prompts.render(PROMPTS, "answer", question=question,
                                     paths="\n".join(str(b.path) for b in shown))
             probabilities = ask_scores(self.llm, prompt, [b.current.display for b in shown], step="answer",
                                        notes=result.notes)
             if probabilities is not None:
-                combined = combined + self.config["answer_weight"] * np.log(np.maximum(probabilities, 1e-9))
+                combined = combined + self.settings.answer_weight * np.log(np.maximum(probabilities, 1e-9))
         winner = shown[int(np.argmax(combined))]
         if most > 1:
             siblings = sorted(pool, key=lambda b: -b.relevance)

@@ -17,22 +17,24 @@ The API is small on purpose:
 * :func:`rank_moves`, :func:`chain_words` — moves ranked by the relevance of
   their relation chain to the question (the embedding pre-ranking a small
   model needs before it chooses);
-* :func:`move_option`, :func:`triple_words`, :func:`path_words`,
-  :func:`without_mentions` — the words the embedder and the prompts see;
-* :func:`ask_choice`, :func:`ask_yes_no` — model calls that fall back to the
-  graph side's order instead of stopping the reasoner when a call fails.
+* :func:`move_option`, :func:`triple_words`, :func:`path_words` — the words
+  the embedder and the prompts see;
+* :func:`ask_choice`, :func:`ask_yes_no`, :func:`model_choice`,
+  :func:`model_json` — model calls that fall back to the graph side's order
+  instead of stopping the reasoner when a call fails; :func:`string_list`,
+  :func:`split_answers`, :func:`bulleted` read and write the model's text.
 """
 from __future__ import annotations
 
 import fnmatch
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 from localkg.errors import LocalKGError
-from localkg.reasoners.baselines import readable_relation
 from localkg.store.kg import KG
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
+from localkg.text import readable_relation
 
 #: ToG's ``abandon_rels``: relations that carry schema or bookkeeping, never an answer.
 DEFAULT_RELATION_FILTER = "type.object.type,type.object.name,common.*,freebase.*,*sameAs*"
@@ -133,17 +135,6 @@ def follow(kg: KG, source: Node, move: Move, limit: int | None = None) -> list[P
     return [path for path in paths if path.steps and (len(path) == 1 or path.end.id != source.id)]
 
 
-def without_mentions(question: str, names: Iterable[str]) -> str:
-    """The question with the topic entities' names taken out: every candidate shares them, so for
-    similarity ranking they only add noise (ranking relations of MetaQA 1-hop questions: 73% right
-    with the names in, 86% without, with the lexical scorer)."""
-    text = question
-    for name in names:
-        if name:
-            text = re.sub(re.escape(name), " ", text, flags=re.I)
-    return " ".join(text.split()) or question
-
-
 def chain_words(moves: Sequence[Move]) -> str:
     """The relation words of a chain of moves. A move that walks the previous one back reads
     ``same ...``: ``directed by same directed by`` matches "films that share the director of X"
@@ -224,10 +215,57 @@ def ask_yes_no(llm: Any, prompt: str, *, step: str, notes: list[str]) -> tuple[b
 #: Who orders a reasoner's final answers (fog, dtkg): ``graph``, the graph-side scores, or
 #: ``model``, the LLM's pick as the papers have it. With the bundled 270M model the pick was
 #: wrong about twice as often as the graph's order (docs/reasoners.md has the measurements).
-ANSWER_SOURCES = ("graph", "model")
+AnswerSource = Literal["graph", "model"]
 
 
-def check_answer_from(reasoner: str, value: str) -> None:
-    """Refuse an ``answer_from`` setting that is not one of :data:`ANSWER_SOURCES`."""
-    if value not in ANSWER_SOURCES:
-        raise LocalKGError(f"{reasoner}: answer_from must be one of {', '.join(ANSWER_SOURCES)}, not {value!r}")
+def split_answers(text: str, limit: int = 10) -> list[str]:
+    """Names from a free-text answer line: split on ``|`` (the prompts ask for it), trimmed of
+    quotes and a trailing full stop, deduplicated, at most ``limit``."""
+    names = []
+    for part in text.split("\n", 1)[0].split("|"):
+        name = part.strip().strip("\"'`").rstrip(".").strip()
+        if name and name not in names:
+            names.append(name)
+    return names[:limit]
+
+
+def model_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int,
+                 notes: list[str]) -> list[int] | None:
+    """The model's picks among ``options`` (ranked best first by the graph side), or None when its
+    output is unusable: it picked nothing, or the call failed (a prompt that cannot fit). The caller
+    then keeps the graph-side order; a reasoner never stops on the model's output.
+
+    Unlike :func:`ask_choice` the model may answer "none": these methods ask it to choose as
+    few as possible, and "none" is then a usable way of saying the embedding order should stand."""
+    try:
+        picks = llm.choose(prompt, options, step=step, k=k, allow_none=True)
+    except LocalKGError as error:
+        notes.append(f"{step}: model call failed ({error}); kept the embedding order")
+        return None
+    if not picks:
+        notes.append(f"{step}: the model picked nothing; kept the embedding order")
+        return None
+    return picks
+
+
+def model_json(llm: Any, prompt: str, schema: dict[str, Any], *, step: str, max_tokens: int,
+               notes: list[str]) -> dict[str, Any]:
+    """``llm.json`` that reads a failed call as ``{}`` (every caller has a fallback for missing keys)."""
+    try:
+        value = llm.json(prompt, schema, step=step, max_tokens=max_tokens)
+    except LocalKGError as error:
+        notes.append(f"{step}: model call failed ({error})")
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def string_list(value: Any, limit: int) -> list[str]:
+    """Non-empty stripped strings from a model's JSON list (anything else is dropped)."""
+    if not isinstance(value, list):
+        return []
+    items = [" ".join(item.split()) for item in value if isinstance(item, str)]
+    return [item for item in dict.fromkeys(items) if item][:limit]
+
+
+def bulleted(lines: Sequence[str], empty: str = "(none yet)") -> str:
+    return "\n".join(f"- {line}" for line in lines) if lines else f"- {empty}"

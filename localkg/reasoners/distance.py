@@ -8,7 +8,7 @@ with ``depth_from=distance`` explores that depth and asks no sufficiency questio
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -16,7 +16,9 @@ from localkg.errors import CheckpointError
 from localkg.fog.checkpoint import checkpoint_location
 from localkg.fog.scoring import TrainedTripleScorer
 
-DEPTH_SOURCES = ("model", "distance")
+#: Where tog and paths take the search depth from: ``model``, the papers' sufficiency check, or
+#: ``distance``, a trained answer-distance head.
+DepthSource = Literal["model", "distance"]
 
 
 class AnswerDistance:

@@ -37,15 +37,15 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Literal, Sequence
 
 from localkg import prompts
 from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.baselines import readable_relation, split_answers
-from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, check_answer_from, relation_filter, triple_words,
-                                     without_mentions)
-from localkg.store.model import IN, OUT, Node, Path, Step, Triple
+from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, AnswerSource, relation_filter, split_answers,
+                                     triple_words)
+from localkg.store.model import OUT, Node, Path, Step, Triple
+from localkg.text import readable_relation, without_mentions
 
 PROMPTS = "dtkg"
 CHAIN, PARALLEL = "chain", "parallel"
@@ -97,42 +97,43 @@ class FactCheck:
     ranked: list[tuple[Triple, float]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class DTKGReasonerSettings:
+    """dtkg's settings."""
+
+    route: Literal["auto", "chain", "parallel"] = "auto"  # auto | chain | parallel (forced, for ablations)
+    alpha: float = 0.5  # weight of the re-rank score against cosine
+    top_n: int = 50  # N: cosine-stage candidates
+    rerank_k: int = 8  # candidates the LLM re-scores (one call)
+    theta: float = 0.1  # combined-score threshold for a relation
+    necessity_theta: float = 0.3  # denoiser: P(needed) below this drops a relation
+    necessity_k: int = 2  # relations the necessity score checks per step
+    d_max: int = 3
+    w_max: int = 3
+    max_expansions: int = 6  # DFS steps at most (backtracking included)
+    end_nodes: int = 20  # end nodes of a path whose relations are read
+    top_paths: int = 3
+    max_facts: int = 2
+    max_answers: int = 5
+    answer_from: AnswerSource = "graph"  # "graph": answers in score order; "model": the LLM picks the first (the paper)
+    early_stop: bool = True
+    sufficient_p: float = 0.7  # P(yes) that stops the search (see docs/reasoners.md: measured)
+    relation_filter: str = DEFAULT_RELATION_FILTER
+
+
 @register
 class DTKGReasoner(Reasoner):
     """Dual-track: classify chained vs parallel, then KG path search or KG fact verification."""
 
     name = "dtkg"
-    defaults: dict[str, Any] = {
-        "route": "auto",           # auto | chain | parallel (forced, for ablations)
-        "alpha": 0.5,              # weight of the re-rank score against cosine
-        "top_n": 50,               # N: cosine-stage candidates
-        "rerank_k": 8,             # candidates the LLM re-scores (one call)
-        "theta": 0.1,              # combined-score threshold for a relation
-        "necessity_theta": 0.3,    # denoiser: P(needed) below this drops a relation
-        "necessity_k": 2,          # relations the necessity score checks per step
-        "d_max": 3,
-        "w_max": 3,
-        "max_expansions": 6,       # DFS steps at most (backtracking included)
-        "end_nodes": 20,           # end nodes of a path whose relations are read
-        "top_paths": 3,
-        "max_facts": 2,
-        "max_answers": 5,
-        "answer_from": "graph",    # "graph": answers in score order; "model": the LLM picks the first (the paper)
-        "early_stop": True,
-        "sufficient_p": 0.7,       # P(yes) that stops the search (see docs/reasoners.md: measured)
-        "relation_filter": DEFAULT_RELATION_FILTER,
-    }
-
-    def __init__(self, context: Any, **overrides: Any):
-        super().__init__(context, **overrides)
-        check_answer_from(self.name, self.config["answer_from"])
+    Settings = DTKGReasonerSettings
 
     # ------------------------------------------------------------------ routing
     def classify(self, question: str, result: Result) -> str:
         """``chain`` when the model says the question needs a shared intermediate entity."""
-        if self.config["route"] in (CHAIN, PARALLEL):
-            result.notes.append(f"route: {self.config['route']} (forced)")
-            return self.config["route"]
+        if self.settings.route in (CHAIN, PARALLEL):
+            result.notes.append(f"route: {self.settings.route} (forced)")
+            return self.settings.route
         try:
             chained, p_yes = self.llm.yes_no(prompts.render(PROMPTS, "classify", question=question), step="classify")
         except LocalKGError as error:
@@ -160,8 +161,8 @@ class DTKGReasoner(Reasoner):
         combined as ``alpha·rerank + (1-alpha)·cos``; (index, score) best first."""
         if not texts:
             return []
-        ranked = self.context.scorer.rank(query, texts, k=int(self.config["top_n"]))
-        head = ranked[:int(self.config["rerank_k"])]
+        ranked = self.context.scorer.rank(query, texts, k=int(self.settings.top_n))
+        head = ranked[:int(self.settings.rerank_k)]
         rerank = [0.0] * len(ranked)
         if len(head) > 1:
             try:
@@ -171,7 +172,7 @@ class DTKGReasoner(Reasoner):
                 result.notes.append(f"{step}: model call failed ({error}); cosine only")
         elif head:
             rerank[0] = 1.0
-        alpha = float(self.config["alpha"])
+        alpha = float(self.settings.alpha)
         combined = [(index, alpha * r + (1 - alpha) * max(0.0, cos)) for (index, cos), r in zip(ranked, rerank)]
         return sorted(combined, key=lambda pair: -pair[1])
 
@@ -185,7 +186,7 @@ class DTKGReasoner(Reasoner):
                                                  step="necessity")
             except LocalKGError:
                 continue
-            if p_yes < self.config["necessity_theta"]:
+            if p_yes < self.settings.necessity_theta:
                 dropped.add(label)
         if dropped:
             result.notes.append(f"denoiser: dropped as unnecessary {sorted(dropped)}")
@@ -197,9 +198,9 @@ class DTKGReasoner(Reasoner):
         query = without_mentions(question, [central.display])
         start = ChainPath(steps=(), score=1.0, ends=[central], example=Path(()))
         stack, finished, expansions = [start], [], 0
-        while stack and expansions < int(self.config["max_expansions"]):
+        while stack and expansions < int(self.settings.max_expansions):
             path = stack.pop()
-            if len(path.steps) >= int(self.config["d_max"]):
+            if len(path.steps) >= int(self.settings.d_max):
                 continue
             expansions += 1
             children = self.extend(question, query, path, result)
@@ -208,21 +209,21 @@ class DTKGReasoner(Reasoner):
                 continue
             best = children[0]
             result.notes.append(f"chain: {best.text()} (score {best.score:.3f}, {len(best.ends)} end(s))")
-            if self.config["early_stop"] and self.sufficient(question, best, result):
+            if self.settings.early_stop and self.sufficient(question, best, result):
                 break
             stack.extend(reversed(children))  # the best child is explored first (depth first)
         if not finished:
             result.notes.append("no answer found: no relation of the central entity passed the scoring")
             return
-        top = sorted(finished, key=lambda p: -p.score)[:int(self.config["top_paths"])]
+        top = sorted(finished, key=lambda p: -p.score)[:int(self.settings.top_paths)]
         result.evidence = [p.example for p in top if p.example.steps]
         self.answer_from_paths(question, top, result)
 
     def extend(self, question: str, query: str, path: ChainPath, result: Result) -> list[ChainPath]:
         """Children of ``path``: its end nodes' relations, denoised and scored, best first."""
         candidates: dict[tuple[str, str], str] = {}
-        allowed = relation_filter(self.config["relation_filter"])
-        for node in path.ends[:int(self.config["end_nodes"])]:
+        allowed = relation_filter(self.settings.relation_filter)
+        for node in path.ends[:int(self.settings.end_nodes)]:
             for count in self.kg.relations(node.id):
                 if allowed(count.relation) and not is_administrative(count.label):
                     candidates.setdefault((count.relation, count.direction), count.label)
@@ -234,11 +235,11 @@ class DTKGReasoner(Reasoner):
         shown = [readable_relation(candidates[k]) + ("" if k[1] == OUT else " (reverse)") for k in keys]
         rerank_prompt = prompts.render(PROMPTS, "rerank_relation", question=question, path=path.text() or "(start)")
         scored = self.hybrid_scores(query, texts, rerank_prompt, "rerank_relation", result)
-        passing = [(keys[i], s) for i, s in scored if s >= self.config["theta"]]
-        checked = list(dict.fromkeys(k[0] for k, _s in passing[:int(self.config["necessity_k"])]))
+        passing = [(keys[i], s) for i, s in scored if s >= self.settings.theta]
+        checked = list(dict.fromkeys(k[0] for k, _s in passing[:int(self.settings.necessity_k)]))
         keep = self.necessary(question, checked, result) | ({k[0] for k, _s in passing} - set(checked))
         passing = [(k, s) for k, s in passing if k[0] in keep] or passing[:1]
-        width = int(self.config["w_max"])
+        width = int(self.settings.w_max)
         if len(passing) > width:
             passing = self.select(question, path, passing, [shown[keys.index(k)] for k, _s in passing], result)
         children = []
@@ -254,7 +255,7 @@ class DTKGReasoner(Reasoner):
         when its output is unusable)."""
         prompt = prompts.render(PROMPTS, "select_relations", question=question, path=path.text() or "(start)")
         try:
-            picks = self.llm.choose(prompt, shown, step="select_relations", k=min(3, int(self.config["w_max"])),
+            picks = self.llm.choose(prompt, shown, step="select_relations", k=min(3, int(self.settings.w_max)),
                                     allow_none=True)
         except LocalKGError as error:
             result.notes.append(f"select_relations: model call failed ({error}); kept the score order")
@@ -265,7 +266,7 @@ class DTKGReasoner(Reasoner):
         relation, direction = key
         ends: dict[str, Node] = {}
         example = path.example
-        for node in path.ends[:int(self.config["end_nodes"])]:
+        for node in path.ends[:int(self.settings.end_nodes)]:
             for other in self.kg.neighbors(node.id, relation, direction, limit=100):
                 if other.id not in ends:
                     ends[other.id] = other
@@ -282,7 +283,7 @@ class DTKGReasoner(Reasoner):
             _answer, p_yes = self.llm.yes_no(prompt, step="sufficient")
         except LocalKGError:
             return False
-        enough = p_yes >= self.config["sufficient_p"]
+        enough = p_yes >= self.settings.sufficient_p
         result.notes.append(f"chain: P(sufficient)={p_yes:.2f}" + ("; search stopped" if enough else ""))
         return enough
 
@@ -309,12 +310,12 @@ class DTKGReasoner(Reasoner):
         prompt = prompts.render(PROMPTS, "answer_paths", question=question, paths=self._describe(top))
         first = self._pick(prompt, [n.display for n, _s in options], "answer", result)
         ordered = ([options[first]] if first is not None else []) + [c for i, c in enumerate(ranked) if i != first]
-        result.answers = [Answer(n.id, n.display, s) for n, s in ordered[:int(self.config["max_answers"])]]
+        result.answers = [Answer(n.id, n.display, s) for n, s in ordered[:int(self.settings.max_answers)]]
 
     def _pick(self, prompt: str, options: list[str], step: str, result: Result) -> int | None:
         """The option the LLM puts first, or ``None`` for the graph's order: always with
         ``answer_from=graph``, and when the call fails."""
-        if self.config["answer_from"] == "graph":
+        if self.settings.answer_from == "graph":
             result.notes.append(f"{step}: graph order (answer_from=graph; the model is not asked)")
             return None
         if len(options) < 2:
@@ -354,13 +355,13 @@ class DTKGReasoner(Reasoner):
         options = ranked[:10]
         first = self._pick(prompt, [n.display for n, _s in options], "answer", result)
         ordered = ([options[first]] if first is not None else []) + [c for i, c in enumerate(ranked) if i != first]
-        result.answers = [Answer(n.id, n.display, s) for n, s in ordered[:int(self.config["max_answers"])]]
+        result.answers = [Answer(n.id, n.display, s) for n, s in ordered[:int(self.settings.max_answers)]]
         result.evidence = [Path((Step(c.best, c.best.head.id == c.subject.id),)) for c in checks if c.best]
 
     def atomic_facts(self, question: str, draft: str, sources: list[Node], result: Result) -> list[tuple[str, str]]:
         """(subject, fact) pairs from the draft answer; the question itself when the model gives none."""
         schema = {"type": "object", "required": ["facts"], "properties": {"facts": {
-            "type": "array", "maxItems": int(self.config["max_facts"]), "items": {
+            "type": "array", "maxItems": int(self.settings.max_facts), "items": {
                 "type": "object", "required": ["subject", "fact"], "properties": {
                     "subject": {"type": "string", "maxLength": 60}, "fact": {"type": "string", "maxLength": 120}}}}}}
         try:
@@ -393,7 +394,7 @@ class DTKGReasoner(Reasoner):
     def check_fact(self, question: str, fact: str, subject: Node, result: Result) -> FactCheck:
         """Rank the subject's triples against the fact (denoised, two-stage), then verify or rewrite."""
         check = FactCheck(fact=fact, subject=subject)
-        allowed = relation_filter(self.config["relation_filter"])
+        allowed = relation_filter(self.settings.relation_filter)
         administrative = {c.relation for c in self.kg.relations(subject.id) if is_administrative(c.label)}
         triples = [t for t in self.kg.triples(subject.id, limit=500)
                    if allowed(t.relation) and t.relation not in administrative]  # by label, as the chain branch
@@ -402,7 +403,7 @@ class DTKGReasoner(Reasoner):
         texts = [triple_words(t) for t in triples]
         scored = self.hybrid_scores(fact, texts, prompts.render(PROMPTS, "rerank_triple", fact=fact),
                                     "rerank_triple", result)
-        labels = list(dict.fromkeys(triples[i].relation for i, _s in scored[:int(self.config["necessity_k"])]))
+        labels = list(dict.fromkeys(triples[i].relation for i, _s in scored[:int(self.settings.necessity_k)]))
         keep = self.necessary(question, labels, result) | {triples[i].relation for i, _s in scored} - set(labels)
         check.ranked = [(triples[i], s) for i, s in scored if triples[i].relation in keep] or \
             [(triples[i], s) for i, s in scored[:1]]

@@ -69,8 +69,9 @@ from localkg.errors import LocalKGError
 from localkg.fog.features import TripleKey, bfs_levels, triple_key
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.common import DEFAULT_RELATION_FILTER, check_answer_from, relation_filter, without_mentions
+from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, relation_filter
 from localkg.store.model import Node, Path, Step, Triple
+from localkg.text import without_mentions
 
 PROMPTS = "fog"
 
@@ -101,33 +102,37 @@ class MemoryUpdate:
     shown: list[Triple] = field(default_factory=list)  # what the model saw (empty when the call failed)
 
 
+@dataclass(frozen=True)
+class FoGReasonerSettings:
+    """fog's settings."""
+
+    checkpoint: str = ""  # "" → <db>/fog/scorer.pt when it exists, else similarity scores
+    hops: int = 3  # L
+    tau_e: float = 0.1
+    tau_p: float = 0.7
+    min_potential: int = 10  # while the memory is empty, show at least this many best triples
+    rounds: int = 1  # R (see the module docstring)
+    decompose: bool = True
+    triples_per_node: int = 100
+    frontier: int = 30
+    layer_triples: int = 200
+    llm_triples: int = 30
+    max_selected: int = 5
+    max_answers: int = 5
+    answer_from: AnswerSource = "graph"  # "graph": ends of the best-scoring paths; "model": the paper's predicted answer
+    device: str = ""
+    relation_filter: str = DEFAULT_RELATION_FILTER
+
+
 @register
 class FoGReasoner(Reasoner):
     """Foresight-over-Graph: learned triple scores and far-to-near feedback lead, the LLM keeps memory."""
 
     name = "fog"
-    defaults: dict[str, Any] = {
-        "checkpoint": "",          # "" → <db>/fog/scorer.pt when it exists, else similarity scores
-        "hops": 3,                 # L
-        "tau_e": 0.1,
-        "tau_p": 0.7,
-        "min_potential": 10,       # while the memory is empty, show at least this many best triples
-        "rounds": 1,               # R (see the module docstring)
-        "decompose": True,
-        "triples_per_node": 100,
-        "frontier": 30,
-        "layer_triples": 200,
-        "llm_triples": 30,
-        "max_selected": 5,
-        "max_answers": 5,
-        "answer_from": "graph",    # "graph": ends of the best-scoring paths; "model": the paper's predicted answer
-        "device": "",
-        "relation_filter": DEFAULT_RELATION_FILTER,
-    }
+    Settings = FoGReasonerSettings
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
-        check_answer_from(self.name, self.config["answer_from"])
         self._trained: TrainedTripleScorer | None = None
         self._checked_checkpoint = False
 
@@ -135,7 +140,7 @@ class FoGReasoner(Reasoner):
     def checkpoint_path(self) -> FsPath | None:
         from localkg.fog.checkpoint import checkpoint_location
 
-        return checkpoint_location(self.config["checkpoint"], None if self.kg is None else self.kg.path)
+        return checkpoint_location(self.settings.checkpoint, None if self.kg is None else self.kg.path)
 
     def triple_scorer(self, question: str, topics: Sequence[str]) -> TripleScorer:
         """The trained scorer when a checkpoint exists (loaded once), else the similarity fallback.
@@ -145,9 +150,9 @@ class FoGReasoner(Reasoner):
         if not self._checked_checkpoint:
             self._checked_checkpoint = True
             path = self.checkpoint_path()
-            if path is not None and (path.is_file() or self.config["checkpoint"]):
+            if path is not None and (path.is_file() or self.settings.checkpoint):
                 self._trained = TrainedTripleScorer.from_checkpoint(path, self.context.scorer.embedder,
-                                                                   self.config["device"])
+                                                                   self.settings.device)
         if self._trained is not None:
             return self._trained
         names = [self.kg.name(t) for t in topics]
@@ -158,14 +163,14 @@ class FoGReasoner(Reasoner):
         scorer = self.triple_scorer(question, topics)
         result.notes.append(f"scores: {scorer.description}")
         sources = {t: self._node(t) for t in topics}
-        sub_questions = self.decompose(question, result) if self.config["decompose"] else []
+        sub_questions = self.decompose(question, result) if self.settings.decompose else []
         memory: dict[TripleKey, Triple] = {}
         masked: set[TripleKey] = set()
         answers: list[Node] = []
         answered_round: int | None = None
         seen: dict[TripleKey, Triple] = {}      # every triple kept in any round
         dropped: dict[TripleKey, Triple] = {}   # every triple scored and not kept
-        for round_number in range(1, int(self.config["rounds"]) + 1):
+        for round_number in range(1, int(self.settings.rounds) + 1):
             questions = [question, *sub_questions]
             expansion = self.expand(scorer, questions, sources, list(memory.values()), excluded=set(memory) | masked)
             scored = list(memory.values()) + expansion.triples
@@ -174,14 +179,14 @@ class FoGReasoner(Reasoner):
             seen.update((triple_key(t), t) for t in scored)
             dropped.update((triple_key(t), t) for t in expansion.dropped)
             ranked = sorted(expansion.triples, key=lambda t: -refined[triple_key(t)])
-            potential = [t for t in ranked if refined[triple_key(t)] >= self.config["tau_p"]]
+            potential = [t for t in ranked if refined[triple_key(t)] >= self.settings.tau_p]
             result.notes.append(f"round {round_number}: {expansion.scored} triples scored, {len(expansion.triples)} "
                                 f"kept (> tau_e), {len(potential)} in the potential subgraph (>= tau_p)")
-            if not memory and len(potential) < int(self.config["min_potential"]) and len(ranked) > len(potential):
-                potential = ranked[:int(self.config["min_potential"])]
+            if not memory and len(potential) < int(self.settings.min_potential) and len(ranked) > len(potential):
+                potential = ranked[:int(self.settings.min_potential)]
                 result.notes.append(f"round {round_number}: the memory is empty; the model sees the best "
                                     f"{len(potential)} triples, below tau_p included")
-            potential = potential[:int(self.config["llm_triples"])]
+            potential = potential[:int(self.settings.llm_triples)]
             if not potential:
                 result.notes.append(f"round {round_number}: nothing new above tau_p; the search stops")
                 break
@@ -201,8 +206,8 @@ class FoGReasoner(Reasoner):
             if answered_round is not None and round_number > answered_round:
                 break
             sub_questions = update.follow_ups or sub_questions
-        model_answers = [Answer(n.id, n.display, 1.0) for n in answers[:int(self.config["max_answers"])]]
-        graph_answers = ([] if self.config["answer_from"] == "model" and model_answers
+        model_answers = [Answer(n.id, n.display, 1.0) for n in answers[:int(self.settings.max_answers)]]
+        graph_answers = ([] if self.settings.answer_from == "model" and model_answers
                          else self.graph_answers(scorer, question, list(seen.values()), sources,
                                                  [t for key, t in dropped.items() if key not in seen]))
         if graph_answers:
@@ -242,14 +247,14 @@ class FoGReasoner(Reasoner):
         so the refined pass sees the memory paths the new triples continue."""
         expansion = Expansion(levels=bfs_levels(set(sources), memory))
         kept: set[TripleKey] = set()
-        allowed = relation_filter(self.config["relation_filter"])
+        allowed = relation_filter(self.settings.relation_filter)
         frontier = list(sources.values()) + [node for t in memory for node in (t.head, t.tail)
                                               if node.id not in sources]
         frontier = list({node.id: node for node in frontier}.values())
-        for layer in range(1, int(self.config["hops"]) + 1):
+        for layer in range(1, int(self.settings.hops) + 1):
             candidates: dict[TripleKey, Triple] = {}
             for node in frontier:
-                for triple in self.kg.triples(node.id, limit=int(self.config["triples_per_node"])):
+                for triple in self.kg.triples(node.id, limit=int(self.settings.triples_per_node)):
                     key = triple_key(triple)
                     if key not in excluded and key not in kept and allowed(triple.relation):
                         candidates.setdefault(key, triple)
@@ -263,8 +268,8 @@ class FoGReasoner(Reasoner):
                     levels.setdefault(end, near + 1)
             scores = scorer.initial(questions, triples, levels)
             expansion.scored += len(triples)
-            order = [i for i in np.argsort(-scores, kind="stable") if scores[i] > self.config["tau_e"]]
-            order = order[:int(self.config["layer_triples"])]
+            order = [i for i in np.argsort(-scores, kind="stable") if scores[i] > self.settings.tau_e]
+            order = order[:int(self.settings.layer_triples)]
             if len(sources) > 1:  # a triple from a reached node to another topic entity is support, kept
                 order += self._bridges(triples, order, sources, expansion.levels)
             taken = set(order)
@@ -278,7 +283,7 @@ class FoGReasoner(Reasoner):
                     if end.id not in expansion.levels:
                         expansion.levels[end.id] = levels[end.id]
                         reached[end.id] = end
-            frontier = list(reached.values())[:int(self.config["frontier"])]  # best incoming score first
+            frontier = list(reached.values())[:int(self.settings.frontier)]  # best incoming score first
             if not frontier:
                 break
         return expansion
@@ -323,9 +328,9 @@ class FoGReasoner(Reasoner):
         names = list(_answer_options(shown, sources)) or [""]
         return {"type": "object", "required": ["selected_triplets", "predict_answer", "subsequent_question"],
                 "properties": {
-                    "selected_triplets": {"type": "array", "maxItems": int(self.config["max_selected"]),
+                    "selected_triplets": {"type": "array", "maxItems": int(self.settings.max_selected),
                                           "items": {"enum": triple_texts}},
-                    "predict_answer": {"type": "array", "maxItems": int(self.config["max_answers"]),
+                    "predict_answer": {"type": "array", "maxItems": int(self.settings.max_answers),
                                        "items": {"enum": names}},
                     "subsequent_question": {"type": "array", "minItems": 1, "maxItems": 3,
                                             "items": {"type": "string", "maxLength": 80}}}}
@@ -358,7 +363,7 @@ class FoGReasoner(Reasoner):
         final = scorer.refined([question], graph, bfs_levels(sources, graph))
         scores = dict(zip((triple_key(t) for t in graph), map(float, final)))
         plain = without_mentions(question, [node.display for node in sources.values()])
-        return answer_scores(kept, scores, list(sources), int(self.config["max_answers"]),
+        return answer_scores(kept, scores, list(sources), int(self.settings.max_answers),
                              distance=scorer.answer_distance(plain))
 
 

@@ -11,6 +11,7 @@ most one call. ``llm_options=0`` never calls the model.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from localkg import prompts
@@ -24,13 +25,25 @@ if TYPE_CHECKING:  # the ranker's features use the reasoners' relation words: im
 PROMPTS = "learned_paths"
 
 
+@dataclass(frozen=True)
+class LearnedPathsReasonerSettings:
+    """learned-paths's settings."""
+
+    checkpoint: str = ""
+    beam: int = 10
+    k: int = 5
+    margin: float = 0.2
+    llm_options: int = 3
+    max_answers: int = 100
+    shown_answers: int = 3
+
+
 @register
 class LearnedPathsReasoner(Reasoner):
     """Executes the trained scorer's best relation path; see the module docstring."""
 
     name = "learned-paths"
-    defaults: dict[str, Any] = {"checkpoint": "", "beam": 10, "k": 5, "margin": 0.2, "llm_options": 3,
-                                "max_answers": 100, "shown_answers": 3}
+    Settings = LearnedPathsReasonerSettings
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
@@ -41,31 +54,31 @@ class LearnedPathsReasoner(Reasoner):
         if self._ranker is None:
             from localkg.retrieval.ranking import PathRanker
 
-            self._ranker = PathRanker(self.kg, self.config["checkpoint"] or None,
-                                      embedder=self.context.scorer.embedder, beam=self.config["beam"])
+            self._ranker = PathRanker(self.kg, self.settings.checkpoint or None,
+                                      embedder=self.context.scorer.embedder, beam=self.settings.beam)
         return self._ranker
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
-        routes = self.ranker.rank_paths(question, topics, k=self.config["k"])
+        routes = self.ranker.rank_paths(question, topics, k=self.settings.k)
         if not routes:
             result.notes.append("no answer found: no relation path from the topic entities reaches another node")
             return
         chosen = self._close_call(question, topics, routes, result) if self._is_close(routes) else routes[0]
-        limit = self.config["max_answers"]
+        limit = self.settings.max_answers
         result.answers = [Answer(node.id, node.display, chosen.probability) for node in chosen.answers[:limit]]
         result.evidence = [path for walks in chosen.evidence[:limit] for path in walks]
         result.notes.append(f"relation path {chosen} (probability {chosen.probability:.3f}; "
                             f"next: {', '.join(f'{r.probability:.3f}' for r in routes[1:3]) or 'none'})")
 
     def _is_close(self, routes: list["ScoredPath"]) -> bool:
-        return (self.config["llm_options"] > 1 and len(routes) > 1
-                and routes[0].probability - routes[1].probability < self.config["margin"]
+        return (self.settings.llm_options > 1 and len(routes) > 1
+                and routes[0].probability - routes[1].probability < self.settings.margin
                 and {n.id for n in routes[0].answers} != {n.id for n in routes[1].answers})
 
     def _close_call(self, question: str, topics: list[str], routes: list["ScoredPath"], result: Result) -> "ScoredPath":
         """One grammar-constrained choice among the top routes (the scorer's order if it fails)."""
-        options = routes[:self.config["llm_options"]]
-        shown = self.config["shown_answers"]
+        options = routes[:self.settings.llm_options]
+        shown = self.settings.shown_answers
         texts = [" + ".join(path_text(path) for _topic, path in route.legs) + " → "
                  + ", ".join(node.display for node in route.answers[:shown]) for route in options]
         names = ", ".join(self.kg.name(topic) for topic in topics)

@@ -47,11 +47,12 @@ from typing import Any, Sequence
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.baselines import path_similarities, rank_relation_paths, readable_relation
-from localkg.reasoners.common import DEFAULT_RELATION_FILTER, ask_yes_no, relation_filter, without_mentions
-from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
-from localkg.reasoners.plan import bulleted, model_choice, model_json, string_list
+from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, ask_yes_no, bulleted, model_choice, model_json,
+                                     relation_filter, string_list)
+from localkg.reasoners.distance import AnswerDistance, DepthSource, describe, likely_depth
+from localkg.reasoners.relation_paths import path_similarities, rank_relation_paths
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
+from localkg.text import readable_relation, without_mentions
 
 PROMPTS = "paths"
 EXAMPLES = 5  # example paths kept per candidate (evidence)
@@ -104,49 +105,51 @@ class Stage:
     p_yes: float
 
 
+@dataclass(frozen=True)
+class PathsReasonerSettings:
+    """paths's settings."""
+
+    max_depth: int = 3  # D_max (paper: 3)
+    fuzzy_width: int = 80  # W1: paths kept by embedding similarity (paper: 80)
+    branch_width: int = 20  # paths kept by LLM branch reduction (code: 20)
+    width: int = 3  # W_max: paths kept by LLM precise selection (paper: 3)
+    options: int = 5  # candidates shown to the model per choice
+    max_frontier: int = 30  # answer nodes kept per relation pattern
+    max_paths: int = 500  # connecting paths read per entity pair
+    relation_filter: str = DEFAULT_RELATION_FILTER  # graph reduction: relations never in a path
+    supplement: bool = True  # LLM-supplement paths when the topic paths are not enough
+    expand_total: int = 10  # node expansion: edges added in all (three per round)
+    summary_tokens: int = 0  # path summarising before the check (0: off, as the default setting)
+    analysis_tokens: int = 96
+    max_answers: int = 50
+    depth_from: DepthSource = "model"  # model: the paper's sufficiency check; distance: a trained answer-distance head
+    checkpoint: str = ""  # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
+    device: str = ""
+
+
 @register
 class PathsReasoner(Reasoner):
     """Paths-over-Graph: reasoning paths through all topic entities, pruned in three steps."""
 
     name = "paths"
-    defaults: dict[str, Any] = {
-        "max_depth": 3,          # D_max (paper: 3)
-        "fuzzy_width": 80,       # W1: paths kept by embedding similarity (paper: 80)
-        "branch_width": 20,      # paths kept by LLM branch reduction (code: 20)
-        "width": 3,              # W_max: paths kept by LLM precise selection (paper: 3)
-        "options": 5,            # candidates shown to the model per choice
-        "max_frontier": 30,      # answer nodes kept per relation pattern
-        "max_paths": 500,        # connecting paths read per entity pair
-        "relation_filter": DEFAULT_RELATION_FILTER,  # graph reduction: relations never in a path
-        "supplement": True,      # LLM-supplement paths when the topic paths are not enough
-        "expand_total": 10,      # node expansion: edges added in all (three per round)
-        "summary_tokens": 0,     # path summarising before the check (0: off, as the default setting)
-        "analysis_tokens": 96,
-        "max_answers": 50,
-        "depth_from": "model",   # model: the paper's sufficiency check; distance: a trained answer-distance head
-        "checkpoint": "",        # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
-        "device": "",
-    }
+    Settings = PathsReasonerSettings
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
-        self._distance = AnswerDistance(context, self.config["checkpoint"], self.config["device"])
+        self._distance = AnswerDistance(context, self.settings.checkpoint, self.settings.device)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
-        if self.config["depth_from"] not in DEPTH_SOURCES:
-            notes.append(f"no answer found: depth_from must be one of {', '.join(DEPTH_SOURCES)}")
-            return
         nodes = [self._node(t) for t in topics]
         topic_ids = frozenset(n.id for n in nodes)
         query = without_mentions(question, [n.display for n in nodes])
         head_depth = None
-        if self.config["depth_from"] == "distance" and len(nodes) == 1:
+        if self.settings.depth_from == "distance" and len(nodes) == 1:
             distance, reason = self._distance.predict(query)
             if distance is None:
                 notes.append(f"no answer found: {reason}")
                 return
-            head_depth = likely_depth(distance, self.config["max_depth"])
+            head_depth = likely_depth(distance, self.settings.max_depth)
             notes.append(describe(distance, head_depth))
         trained_depth = head_depth is not None
         split, depth = self.analyse(question, topics, query, notes, head_depth)
@@ -168,17 +171,17 @@ class PathsReasoner(Reasoner):
             return stages[-1] if stages[-1].sufficient else None
 
         done: Stage | None = None
-        for current in range(depth, self.config["max_depth"] + 1):
+        for current in range(depth, self.settings.max_depth + 1):
             done = run(f"depth {current}", self.topic_paths(chain, slot, current, query, question))
             if done:
                 break
-        if not done and self.config["supplement"]:
+        if not done and self.settings.supplement:
             done = run("supplement", self.supplement_paths(question, chain, query, notes))
         expanded, grown_from = 0, set()
-        while not done and stages and expanded < self.config["expand_total"]:
+        while not done and stages and expanded < self.settings.expand_total:
             pool = stages[-1].selected
             fresh = [c for c in pool if c.key not in grown_from]
-            grown = self.expand(fresh, query, self.config["expand_total"] - expanded, topic_ids)
+            grown = self.expand(fresh, query, self.settings.expand_total - expanded, topic_ids)
             grown_from |= {c.key for c in fresh}
             if not grown:
                 break
@@ -202,13 +205,13 @@ class PathsReasoner(Reasoner):
         answer; the small model overestimates). An unusable prediction counts as ``max_depth``.
         With ``head_depth`` (the trained head's) that is the depth, and neither estimate is made:
         the relation-path ranking alone is dozens of graph queries."""
-        max_depth = self.config["max_depth"]
+        max_depth = self.settings.max_depth
         schema = {"type": "object", "properties": {
             "split_questions": {"type": "array", "items": {"type": "string", "maxLength": 60}, "maxItems": 3},
             "depth": {"type": "integer", "enum": list(range(1, max_depth + 1))}},
             "required": ["split_questions", "depth"]}
         value = model_json(self.llm, prompts.render(PROMPTS, "analyse", question=question), schema, step="analyse",
-                           max_tokens=self.config["analysis_tokens"], notes=notes)
+                           max_tokens=self.settings.analysis_tokens, notes=notes)
         split = string_list(value.get("split_questions"), 3)
         if head_depth is not None:
             notes.append(f"start depth {head_depth} (trained head); split questions: {' | '.join(split) or '(none)'}")
@@ -220,7 +223,7 @@ class PathsReasoner(Reasoner):
         depth = predicted
         if len(topics) == 1:
             ranked = rank_relation_paths(self.kg, self.context.scorer, question, topics[0], max_depth=max_depth,
-                                         beam=5, max_frontier=self.config["max_frontier"])
+                                         beam=5, max_frontier=self.settings.max_frontier)
             graph_depth = len(ranked[0].steps) if ranked else predicted
             depth = min(predicted, graph_depth)
             notes.append(f"depth: model {predicted}, best-matching relation path {graph_depth}")
@@ -257,10 +260,10 @@ class PathsReasoner(Reasoner):
 
     def _paths_from(self, start: Node, depth: int, question: str, topics: frozenset[str]) -> list[Candidate]:
         ranked = rank_relation_paths(self.kg, self.context.scorer, question, start.id, max_depth=depth,
-                                     beam=self.config["fuzzy_width"], max_frontier=self.config["max_frontier"],
+                                     beam=self.settings.fuzzy_width, max_frontier=self.settings.max_frontier,
                                      depth_penalty=0.0, examples=EXAMPLES)
         candidates = []
-        keep = relation_filter(self.config["relation_filter"])
+        keep = relation_filter(self.settings.relation_filter)
         for path in ranked:
             if not all(keep(relation) for relation, _direction in path.steps):
                 continue
@@ -274,8 +277,8 @@ class PathsReasoner(Reasoner):
 
     def _connecting(self, first: Node, second: Node, depth: int, query: str, topics: frozenset[str]) -> list[Candidate]:
         groups: dict[tuple[tuple[str, ...], int], list[Path]] = {}
-        keep = relation_filter(self.config["relation_filter"])
-        for path in self.kg.paths(first.id, second.id, max_hops=depth, limit=self.config["max_paths"]):
+        keep = relation_filter(self.settings.relation_filter)
+        for path in self.kg.paths(first.id, second.id, max_hops=depth, limit=self.settings.max_paths):
             if not _simple(path) or not all(keep(step.triple.relation) for step in path.steps):
                 continue
             nodes = [path.start] + [step.target for step in path.steps]
@@ -295,7 +298,7 @@ class PathsReasoner(Reasoner):
         for (pattern, index), score in zip(keys, scores):
             paths = groups[(pattern, index)]
             at_answer = [([path.start] + [s.target for s in path.steps])[index] for path in paths]
-            answers = tuple(node for node, _n in Counter(at_answer).most_common(self.config["max_frontier"]))
+            answers = tuple(node for node, _n in Counter(at_answer).most_common(self.settings.max_frontier))
             # one example path per answer (parallel edges would otherwise repeat the first answer)
             first_path = {node.id: path for node, path in reversed(list(zip(at_answer, paths)))}
             examples = tuple(first_path[node.id] for node in answers[:EXAMPLES])
@@ -323,7 +326,7 @@ class PathsReasoner(Reasoner):
         groups: dict[tuple[tuple[str, ...], int], list[Path]] = {}
         for node in list(found.values())[:3]:
             for topic in chain:
-                for path in self.kg.paths(topic.id, node.id, max_hops=self.config["max_depth"], limit=20):
+                for path in self.kg.paths(topic.id, node.id, max_hops=self.settings.max_depth, limit=20):
                     groups.setdefault((tuple(step_text(s) for s in path.steps), len(path)), []).append(path)
         return self._candidates(groups, query, origin="supplement")
 
@@ -333,7 +336,7 @@ class PathsReasoner(Reasoner):
         best-matching relation (seen at its example paths' ends) that reaches nodes not yet on
         the path; three edges per round, ``budget`` in all."""
         grown = []
-        for candidate in list(selected)[: min(self.config["width"], budget)]:
+        for candidate in list(selected)[: min(self.settings.width, budget)]:
             labels: dict[tuple[str, str], str] = {}
             for example in candidate.examples:
                 for count in self.kg.relations(example.end.id):
@@ -355,8 +358,8 @@ class PathsReasoner(Reasoner):
         relation, direction = key
         reached: Counter = Counter()
         steps: dict[str, Step] = {}
-        for node in candidate.answers[: self.config["max_frontier"]]:
-            for target in self.kg.neighbors(node.id, relation, direction, limit=self.config["max_frontier"]):
+        for node in candidate.answers[: self.settings.max_frontier]:
+            for target in self.kg.neighbors(node.id, relation, direction, limit=self.settings.max_frontier):
                 if target.id not in on_path:
                     triple = Triple(node, relation, target) if direction == OUT else Triple(target, relation, node)
                     reached[target] += 1
@@ -365,21 +368,21 @@ class PathsReasoner(Reasoner):
         if not reached or not examples:
             return None
         pattern = candidate.pattern + (_walked(relation, direction),)
-        answers = tuple(n for n, _c in reached.most_common(self.config["max_frontier"]))
+        answers = tuple(n for n, _c in reached.most_common(self.settings.max_frontier))
         return Candidate(pattern, examples, answers, len(pattern), score, "expansion")
 
     # -------------------------------------------------------------- pruning and the check
     def _stage(self, question: str, split: str, label: str, candidates: list[Candidate], chain: list[Node],
                notes: list[str], check: bool = True) -> Stage:
-        fuzzy = sorted(candidates, key=lambda c: -c.score)[: self.config["fuzzy_width"]]
+        fuzzy = sorted(candidates, key=lambda c: -c.score)[: self.settings.fuzzy_width]
         reduced = self._branch_reduction(question, fuzzy, chain, notes)
         selected = self._precise_selection(question, split, reduced, notes)
         paths_text = bulleted([c.render() for c in selected])
-        if self.config["summary_tokens"] > 0:
+        if self.settings.summary_tokens > 0:
             schema = {"type": "object", "properties": {"summary": {"type": "string", "maxLength": 160}},
                       "required": ["summary"]}
             value = model_json(self.llm, prompts.render(PROMPTS, "summary", question=question, paths=paths_text),
-                               schema, step="summary", max_tokens=self.config["summary_tokens"], notes=notes)
+                               schema, step="summary", max_tokens=self.settings.summary_tokens, notes=notes)
             summary = value.get("summary")
             if isinstance(summary, str) and summary.strip():
                 paths_text += f"\nSummary: {' '.join(summary.split())}"
@@ -397,11 +400,11 @@ class PathsReasoner(Reasoner):
     def _branch_reduction(self, question: str, candidates: list[Candidate], chain: list[Node],
                           notes: list[str]) -> list[Candidate]:
         """Keep the candidates under the first steps the model picks (and the embedding's best one)."""
-        limit = self.config["branch_width"]
+        limit = self.settings.branch_width
         branches = list(dict.fromkeys(c.pattern[0] for c in candidates))
         if len(candidates) <= limit or len(branches) < 2:
             return candidates[:limit]
-        shown = branches[: self.config["options"]]
+        shown = branches[: self.settings.options]
         start = candidates[0].examples[0].start.display
         prompt = prompts.render(PROMPTS, "branch", question=question, topic=start)
         picks = model_choice(self.llm, prompt, [f"{start} → {b} → …" for b in shown], step="branch", k=2,
@@ -412,10 +415,10 @@ class PathsReasoner(Reasoner):
     def _precise_selection(self, question: str, split: str, candidates: list[Candidate],
                            notes: list[str]) -> list[Candidate]:
         """The model orders the top ``options`` candidates; its picks first, then the embedding order."""
-        width = self.config["width"]
+        width = self.settings.width
         if len(candidates) <= 1:
             return candidates[:width]
-        shown = candidates[: self.config["options"]]
+        shown = candidates[: self.settings.options]
         picks = model_choice(self.llm, prompts.render(PROMPTS, "precise", question=question, split=split),
                              [c.render() for c in shown], step="precise", k=width, notes=notes) or []
         order = list(dict.fromkeys(list(picks) + list(range(len(candidates)))))
@@ -423,7 +426,7 @@ class PathsReasoner(Reasoner):
 
     def _answer(self, result: Result, stage: Stage, topics: frozenset[str]) -> None:
         best = stage.selected[0]
-        answers = [n for n in best.answers if n.id not in topics][: self.config["max_answers"]]
+        answers = [n for n in best.answers if n.id not in topics][: self.settings.max_answers]
         count = len(answers)
         result.answers = [Answer(n.id, n.display, round(1.0 - i / max(count, 1), 4)) for i, n in enumerate(answers)]
         result.evidence = list(best.examples) + [path for other in stage.selected[1:] for path in other.examples[:1]]

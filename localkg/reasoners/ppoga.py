@@ -41,18 +41,11 @@ from typing import Any
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.common import DEFAULT_RELATION_FILTER, triple_words, without_mentions
-from localkg.reasoners.plan import PROMPTS as EXPLORATION_PROMPTS
-from localkg.reasoners.plan import (
-    Exploration,
-    GraphExplorer,
-    bulleted,
-    model_json,
-    path_match,
-    path_to,
-    string_list,
-)
+from localkg.reasoners.common import bulleted, model_json, string_list, triple_words
+from localkg.reasoners.exploration import (EXPLORATION_PROMPTS, Exploration, ExplorationSettings, GraphExplorer,
+                                           path_match, path_to)
 from localkg.store.model import Node, Step, Triple
+from localkg.text import without_mentions
 
 PROMPTS = "ppoga"
 PROCEED, CORRECT_PATH, REPLAN, FINISH = "PROCEED", "CORRECT_PATH", "REPLAN", "FINISH"
@@ -117,42 +110,40 @@ class KnowledgeMemory:
             self.entities.setdefault(node.id, node)
 
 
+@dataclass(frozen=True)
+class PPoGAReasonerSettings(ExplorationSettings):
+    """ppoga's settings: its executor's (Plan-on-Graph's exploration), and these."""
+
+    min_steps: int = 3  # plan length (paper: 3–5 steps)
+    max_steps: int = 5
+    max_replans: int = 2  # plan corrections (the public code does not cap them)
+    max_iterations: int = 10  # step cycles in all (code: 10)
+    max_path_corrections: int = 2  # retries of one step before the plan is judged wrong
+    max_answers: int = 50
+    plan_tokens: int = 256
+    predict_tokens: int = 64
+
+
 @register
 class PPoGAReasoner(Reasoner):
     """PPoGA: planner and executor, predict–act–observe–think, path and plan correction."""
 
     name = "ppoga"
-    defaults: dict[str, Any] = {
-        "min_steps": 3,              # plan length (paper: 3–5 steps)
-        "max_steps": 5,
-        "max_replans": 2,            # plan corrections (the public code does not cap them)
-        "max_iterations": 10,        # step cycles in all (code: 10)
-        "max_path_corrections": 2,   # retries of one step before the plan is judged wrong
-        "relation_options": 5,       # executor (Plan-on-Graph) settings
-        "max_relations": 3,
-        "entity_prefilter": 70,
-        "entity_options": 5,
-        "entity_keep": 3,
-        "neighbor_limit": 200,
-        "relation_filter": DEFAULT_RELATION_FILTER,
-        "max_answers": 50,
-        "plan_tokens": 256,
-        "predict_tokens": 64,
-    }
+    Settings = PPoGAReasonerSettings
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
         calls_before = len(self.llm.calls)
         topic_nodes = [self._node(t) for t in topics]
         query = without_mentions(question, [n.display for n in topic_nodes])
-        explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.config, EXPLORATION_PROMPTS)
+        explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.settings, EXPLORATION_PROMPTS)
         knowledge = KnowledgeMemory(entities={n.id: n for n in topic_nodes})
         strategic = StrategicMemory(question, self.make_plan(question, topic_nodes, knowledge, None, notes))
         cycle = StepCycleMemory()
         frontier = list(topic_nodes)
         answer_from: Exploration | None = None     # the observation where the planner found the answer
         observations: list[Exploration] = []      # every step's non-empty observation (knowledge layer)
-        for iteration in range(1, self.config["max_iterations"] + 1):
+        for iteration in range(1, self.settings.max_iterations + 1):
             step = strategic.plan[cycle.index]
             step.status = "in progress"
             cycle.prediction = self.predict(question, step, frontier, notes)
@@ -174,11 +165,11 @@ class PPoGAReasoner(Reasoner):
                 observations.append(found)
                 if found_answer:
                     answer_from = found
-            if action == CORRECT_PATH and cycle.attempts > self.config["max_path_corrections"]:
+            if action == CORRECT_PATH and cycle.attempts > self.settings.max_path_corrections:
                 notes.append(f"step {cycle.index + 1} failed {cycle.attempts} times; the plan is judged wrong")
                 action = REPLAN
-            if action == REPLAN and strategic.replans >= self.config["max_replans"]:
-                notes.append(f"re-plan limit ({self.config['max_replans']}) reached")
+            if action == REPLAN and strategic.replans >= self.settings.max_replans:
+                notes.append(f"re-plan limit ({self.settings.max_replans}) reached")
                 action = PROCEED if not found.empty else FINISH
             if found_answer or action == FINISH:
                 break
@@ -200,7 +191,7 @@ class PPoGAReasoner(Reasoner):
                 notes.append(f"re-plan {strategic.replans}: restarting from "
                              f"{', '.join(n.display for n in frontier)}")
         else:
-            notes.append(f"iteration limit ({self.config['max_iterations']}) reached")
+            notes.append(f"iteration limit ({self.settings.max_iterations}) reached")
         executor_calls = sum(1 for call in self.llm.calls[calls_before:] if call.step.startswith(EXECUTOR))
         notes.append(f"LLM calls: {len(self.llm.calls) - calls_before - executor_calls} planner, "
                      f"{executor_calls} executor; re-plans: {strategic.replans}")
@@ -214,7 +205,7 @@ class PPoGAReasoner(Reasoner):
         if answer_from is None:
             notes.append("no answer found: no step reached any entity")
             return
-        answers = answer_from.reached[: self.config["max_answers"]]
+        answers = answer_from.reached[: self.settings.max_answers]
         result.answers = [Answer(n.id, n.display, round(1.0 - i / max(len(answers), 1), 4))
                           for i, n in enumerate(answers)]
         result.evidence = [path_to(n.id, knowledge.via) for n in answers[:5]]
@@ -229,8 +220,8 @@ class PPoGAReasoner(Reasoner):
             "expected_outcome": {"type": "string", "maxLength": 24}},
             "required": ["description", "objective", "expected_outcome"]}
         schema = {"type": "object", "properties": {
-            "steps": {"type": "array", "items": item, "minItems": self.config["min_steps"],
-                      "maxItems": self.config["max_steps"]}}, "required": ["steps"]}
+            "steps": {"type": "array", "items": item, "minItems": self.settings.min_steps,
+                      "maxItems": self.settings.max_steps}}, "required": ["steps"]}
         if failed is None:
             prompt = prompts.render(PROMPTS, "plan", question=question,
                                     entities=", ".join(n.display for n in topics))
@@ -240,14 +231,14 @@ class PPoGAReasoner(Reasoner):
                                     facts=bulleted(knowledge.chain[-5:]
                                                    or [triple_words(t) for t in knowledge.facts[-5:]]))
         value = model_json(self.llm, prompt, schema, step="replan" if failed else "plan",
-                           max_tokens=self.config["plan_tokens"], notes=notes)
+                           max_tokens=self.settings.plan_tokens, notes=notes)
         steps = []
         for raw in value.get("steps") or []:
             if isinstance(raw, dict) and isinstance(raw.get("objective"), str) and raw["objective"].strip():
                 steps.append(PlanStep(str(raw.get("description") or raw["objective"]).strip(), raw["objective"].strip(),
                                       str(raw.get("expected_outcome") or "").strip()))
-        steps = steps[: self.config["max_steps"]]
-        if len(steps) < self.config["min_steps"]:
+        steps = steps[: self.settings.max_steps]
+        if len(steps) < self.settings.min_steps:
             notes.append(f"{'replan' if failed else 'plan'}: unusable plan; using the generic plan")
             steps = [PlanStep(*fields) for fields in FALLBACK_PLAN]
         notes.append(f"{'new plan' if failed else 'plan'}: {' | '.join(s.objective for s in steps)}")
@@ -262,7 +253,7 @@ class PPoGAReasoner(Reasoner):
             "required": ["expected_information_type", "predicted_entities", "confidence"]}
         value = model_json(self.llm, prompts.render(PROMPTS, "predict", question=question, objective=step.objective,
                                                     entities=", ".join(n.display for n in frontier[:5])),
-                           schema, step="predict", max_tokens=self.config["predict_tokens"], notes=notes)
+                           schema, step="predict", max_tokens=self.settings.predict_tokens, notes=notes)
         expected = value.get("expected_information_type")
         return {"expected_information_type": expected.strip() if isinstance(expected, str) else step.expected_outcome,
                 "predicted_entities": string_list(value.get("predicted_entities"), 2)}
@@ -310,7 +301,7 @@ class PPoGAReasoner(Reasoner):
         unexpanded = [n for n in knowledge.entities.values() if n.id not in knowledge.expanded]
         if unexpanded:
             texts = [triple_words(knowledge.via[n.id].triple) if n.id in knowledge.via else n.display for n in unexpanded]
-            ranked = self.context.scorer.rank(query, texts, k=self.config["entity_keep"])
+            ranked = self.context.scorer.rank(query, texts, k=self.settings.entity_keep)
             unexpanded = [unexpanded[i] for i, _score in ranked]
         return list({n.id: n for n in topics + unexpanded}.values())
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -52,13 +52,12 @@ from localkg.reasoners.common import (
     path_words,
     rank_moves,
     relation_filter,
-    without_mentions,
 )
-from localkg.reasoners.distance import DEPTH_SOURCES, AnswerDistance, describe, likely_depth
+from localkg.reasoners.distance import AnswerDistance, DepthSource, describe, likely_depth
 from localkg.store.model import Node, Path
+from localkg.text import without_mentions
 
 PROMPTS = "tog"
-PRUNE_MODES = ("embed", "llm", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -90,52 +89,51 @@ class Chain:
         return {self.topic} | {step.target.id for step in self.path.steps}
 
 
+@dataclass(frozen=True)
+class ThinkOnGraphSettings:
+    """tog's settings."""
+
+    width: int = 3  # the paper's beam width (relations per entity and chains kept)
+    depth: int = 3  # the paper's maximum depth
+    prune: Literal["embed", "llm", "hybrid"] = "embed"  # relation pruning: embed | llm (the paper's) | hybrid
+    relation_options: int = 5  # relations shown to the model per entity (prune=llm/hybrid)
+    max_tails: int = 100  # ends fetched per kept relation (the paper samples when there are many)
+    temperature: float = 0.05  # turns embedding relevance into ToG-style scores (softmax)
+    answer_options: int = 6  # chain ends the model chooses among
+    answer_weight: float = 0.5  # exponent of the model's probability against the graph score
+    relation_filter: str = DEFAULT_RELATION_FILTER
+    depth_penalty: float = 0.05  # relevance lost per extra hop when answers of several depths compete
+    stop_without_gain: bool = True  # stop when a depth's best chain matches no better than the last depth's
+    skip_reverse: bool = False  # the paper's rule: never offer the reverse of the relation just taken
+    depth_from: DepthSource = "model"  # model: the sufficiency check (the paper's); distance: a trained answer-distance head
+    checkpoint: str = ""  # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
+    device: str = ""
+
+
 @register
 class ThinkOnGraph(Reasoner):
     """Think-on-Graph: width-``width`` beam over relation chains up to ``depth`` hops, LLM checks sufficiency."""
 
     name = "tog"
-    defaults: dict[str, Any] = {
-        "width": 3,               # the paper's beam width (relations per entity and chains kept)
-        "depth": 3,               # the paper's maximum depth
-        "prune": "embed",         # relation pruning: embed | llm (the paper's) | hybrid
-        "relation_options": 5,    # relations shown to the model per entity (prune=llm/hybrid)
-        "max_tails": 100,         # ends fetched per kept relation (the paper samples when there are many)
-        "temperature": 0.05,      # turns embedding relevance into ToG-style scores (softmax)
-        "answer_options": 6,      # chain ends the model chooses among
-        "answer_weight": 0.5,     # exponent of the model's probability against the graph score
-        "relation_filter": DEFAULT_RELATION_FILTER,
-        "depth_penalty": 0.05,    # relevance lost per extra hop when answers of several depths compete
-        "stop_without_gain": True,  # stop when a depth's best chain matches no better than the last depth's
-        "skip_reverse": False,    # the paper's rule: never offer the reverse of the relation just taken
-        "depth_from": "model",    # model: the sufficiency check (the paper's); distance: a trained answer-distance head
-        "checkpoint": "",         # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
-        "device": "",
-    }
+    Settings = ThinkOnGraphSettings
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
-        self._distance = AnswerDistance(context, self.config["checkpoint"], self.config["device"])
+        self._distance = AnswerDistance(context, self.settings.checkpoint, self.settings.device)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
-        if self.config["prune"] not in PRUNE_MODES:
-            result.notes.append(f"no answer found: prune must be one of {', '.join(PRUNE_MODES)}")
-            return
-        if self.config["depth_from"] not in DEPTH_SOURCES:
-            result.notes.append(f"no answer found: depth_from must be one of {', '.join(DEPTH_SOURCES)}")
-            return
         starts = [node_of(self.kg, topic) for topic in topics]
         query = without_mentions(question, [node.display for node in starts])
         distance = None
-        if self.config["depth_from"] == "distance":
+        if self.settings.depth_from == "distance":
             distance, reason = self._distance.predict(query)
             if distance is None:
                 result.notes.append(f"no answer found: {reason}")
                 return
-        max_depth = self.config["depth"] if distance is None else likely_depth(distance, self.config["depth"])
+        max_depth = self.settings.depth if distance is None else likely_depth(distance, self.settings.depth)
         if distance is not None:
             result.notes.append(describe(distance, max_depth))
-        keep = relation_filter(self.config["relation_filter"])
+        keep = relation_filter(self.settings.relation_filter)
         beam = [Chain(node.id, Path(()), (), 1.0) for node in starts]
         start_nodes = {node.id: node for node in starts}
         gathered: list[Chain] = []   # every chain that was in the beam
@@ -147,13 +145,13 @@ class ThinkOnGraph(Reasoner):
                 result.notes.append(f"depth {depth}: no relation left to explore; answering from the paths found")
                 break
             explored.extend(candidates)
-            beam = candidates[: self.config["width"]]
+            beam = candidates[: self.settings.width]
             gathered.extend(beam)
             result.notes.append(f"depth {depth}: beam " + "; ".join(f"{c.path} ({c.score:.3f})" for c in beam))
             if distance is not None:
                 continue  # the distance head chose the depth
-            best_here = max(c.relevance for c in candidates) - self.config["depth_penalty"] * (depth - 1)
-            if self.config["stop_without_gain"] and best_here <= best_so_far:
+            best_here = max(c.relevance for c in candidates) - self.settings.depth_penalty * (depth - 1)
+            if self.settings.stop_without_gain and best_here <= best_so_far:
                 result.notes.append(f"depth {depth}: no relation chain matches the question better than at depth "
                                     f"{depth - 1}; exploration stops (graph side)")
                 break
@@ -162,7 +160,7 @@ class ThinkOnGraph(Reasoner):
                 break
         else:
             if distance is None:
-                result.notes.append(f"maximum depth {self.config['depth']} reached without a 'yes'; "
+                result.notes.append(f"maximum depth {self.settings.depth} reached without a 'yes'; "
                                     "answered from the paths gathered")
         if gathered:  # as in the paper, the answer step sees the chains of every depth
             self._answer(question, gathered, explored, distance, result)
@@ -174,12 +172,12 @@ class ThinkOnGraph(Reasoner):
         candidates: list[Chain] = []
         for chain in beam:
             source = chain.end if chain.path.steps else starts[chain.topic]
-            came_by = [chain.moves[-1].reverse()] if chain.moves and self.config["skip_reverse"] else []
+            came_by = [chain.moves[-1].reverse()] if chain.moves and self.settings.skip_reverse else []
             moves = candidate_moves(self.kg, source.id, keep=keep, exclude=came_by)
             for move, relation_score, relevance in self._prune_relations(question, query, chain, source, moves,
                                                                           depth, notes):
                 on_chain = chain.nodes()
-                paths = [p for p in follow(self.kg, source, move, limit=self.config["max_tails"])
+                paths = [p for p in follow(self.kg, source, move, limit=self.settings.max_tails)
                          if p.end.id not in on_chain]
                 if not paths:
                     continue
@@ -197,10 +195,10 @@ class ThinkOnGraph(Reasoner):
         if not moves:
             return []
         ranked = rank_moves(self.context.scorer, query, moves, taken=chain.moves)
-        relevance = _softmax([score for _, score in ranked], self.config["temperature"])
-        mode = self.config["prune"]
+        relevance = _softmax([score for _, score in ranked], self.settings.temperature)
+        mode = self.settings.prune
         if mode != "embed" and len(ranked) > 1:
-            shown = ranked[: self.config["relation_options"]]
+            shown = ranked[: self.settings.relation_options]
             prompt = prompts.render(PROMPTS, "relations", question=question, entity=source.display)
             probabilities = ask_scores(self.llm, prompt, [move_option(source, move) for move, _ in shown],
                                        step=f"relations-{depth}", notes=notes)
@@ -208,7 +206,7 @@ class ThinkOnGraph(Reasoner):
                 model = np.zeros(len(ranked))
                 model[: len(shown)] = probabilities
                 relevance = model if mode == "llm" else relevance * model
-        order = sorted(range(len(ranked)), key=lambda i: -relevance[i])[: self.config["width"]]
+        order = sorted(range(len(ranked)), key=lambda i: -relevance[i])[: self.settings.width]
         total = float(sum(relevance[i] for i in order)) or 1.0
         return [(ranked[i][0], float(relevance[i]) / total, ranked[i][1]) for i in order if relevance[i] > 0]
 
@@ -218,7 +216,7 @@ class ThinkOnGraph(Reasoner):
             return [1.0]
         similarity = self.context.scorer.score(query, [path_words(Path(p.steps[-1:])) for p in paths])
         best = float(np.max(similarity))
-        return [math.exp((float(s) - best) / self.config["temperature"]) for s in similarity]
+        return [math.exp((float(s) - best) / self.settings.temperature) for s in similarity]
 
     def _graph_score(self, chain: Chain, distance: np.ndarray | None) -> float:
         """How well a chain's end fits as the answer, before the model's say: the chain's relevance
@@ -226,10 +224,10 @@ class ThinkOnGraph(Reasoner):
         plus ``temperature`` x log P(the chain's length in facts), so that one nat of the
         prediction weighs as much as a relevance gap of one ``temperature``."""
         if distance is None:
-            return chain.relevance - self.config["depth_penalty"] * (len(chain.moves) - 1)
+            return chain.relevance - self.settings.depth_penalty * (len(chain.moves) - 1)
         hops = len(chain.path.steps)
         probability = float(distance[hops]) if hops < len(distance) else 0.0
-        return chain.relevance + self.config["temperature"] * math.log(max(probability, 1e-9))
+        return chain.relevance + self.settings.temperature * math.log(max(probability, 1e-9))
 
     def _sufficient(self, question: str, gathered: Sequence[Chain], depth: int, notes: list[str]) -> bool:
         facts = _facts(gathered)
@@ -269,15 +267,15 @@ class ThinkOnGraph(Reasoner):
             by_relation_chain.setdefault(chain.relation_chain, []).append(chain)
         shown = {key: ends[0] for key, ends in by_relation_chain.items()}
         graph = {key: self._graph_score(chain, distance) for key, chain in shown.items()}
-        options = sorted(shown, key=lambda key: (-graph[key], -shown[key].score))[: self.config["answer_options"]]
+        options = sorted(shown, key=lambda key: (-graph[key], -shown[key].score))[: self.settings.answer_options]
         best = graph[options[0]]
-        combined = np.array([(graph[key] - best) / self.config["temperature"] for key in options])
+        combined = np.array([(graph[key] - best) / self.settings.temperature for key in options])
         if len(options) > 1:
             prompt = prompts.render(PROMPTS, "answer", question=question)
             probabilities = ask_scores(self.llm, prompt, [str(shown[key].path) for key in options], step="answer",
                                        notes=result.notes)
             if probabilities is not None:
-                combined = combined + self.config["answer_weight"] * np.log(np.maximum(probabilities, 1e-9))
+                combined = combined + self.settings.answer_weight * np.log(np.maximum(probabilities, 1e-9))
         winner = options[int(np.argmax(combined))]
         if most > 1:
             others = [c for key, ends in by_relation_chain.items() if key != winner for c in ends]

@@ -11,11 +11,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from localkg.reasoners.baselines import readable_relation
-from localkg.reasoners.common import without_mentions
 from localkg.retrieval.walk import RelationPath
 from localkg.store.kg import KG
 from localkg.store.model import IN
+from localkg.text import readable_relation, without_mentions
 
 
 def question_text(question: str, topic_names: Iterable[str]) -> str:

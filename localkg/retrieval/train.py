@@ -252,10 +252,9 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
                      on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
     """``localkg train paths``: questions → labelled paths → a trained scorer checkpoint at ``out``.
 
-    ``selection`` is a ``localkg.fog.train.TrainingSet`` (files, sample, the excluded eval sample).
+    ``selection`` is a ``localkg.datasets.TrainingSet`` (files, sample, the excluded eval sample).
     """
-    from localkg.evaluation.harness import resolve_topics
-    from localkg.fog.train import select_training_questions
+    from localkg.datasets import resolve_topics, select_training_questions
     from localkg.indexes.embedding import Embedder
 
     questions, counts = select_training_questions(selection, config.seed)
