@@ -324,27 +324,32 @@ def index_group() -> None:
               help="A local sentence-transformers model directory (default: bundled all-MiniLM-L6-v2).")
 @click.option("--index-type", type=click.Choice(["auto", "flat", "hnsw", "ivfpq"]), default="auto",
               show_default=True, help="auto: exact flat below 200,000 vectors, IVF-PQ above (docs/indexes.md).")
+@click.option("--entity-encoder", type=click.Choice(["static", "transformer"]), default="static",
+              show_default=True, help="Entities: static token vectors distilled from the model (cached, fast) "
+                                      "or the transformer itself; relations always use the transformer.")
+@click.option("--device", default=None, help="torch device of the transformer and of a first distillation "
+                                             "(default: cuda when available, else cpu).")
 @click.option("--rebuild", is_flag=True, help="Re-embed everything instead of adding what is new.")
 @click.option("--checkpoint-every", "checkpoint", type=click.IntRange(min=1), default=50_000, show_default=True,
               help="Save progress every N vectors, so an interrupted build resumes there.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
-def index_build(db: Path, what: str, embed_model: Path | None, index_type: str, rebuild: bool, checkpoint: int,
-                as_json: bool) -> None:
+def index_build(db: Path, what: str, embed_model: Path | None, index_type: str, entity_encoder: str,
+                device: str | None, rebuild: bool, checkpoint: int, as_json: bool) -> None:
     """Build the indexes, or add only the entities loaded since the last build."""
-    from localkg.indexes.build import build_indexes
-    from localkg.indexes.embedding import Embedder
+    from localkg.indexes.build import ENTITIES, RELATIONS, build_indexes, make_encoder
     from localkg.store import KG
 
-    embedder = Embedder(embed_model)
+    entities = make_encoder(entity_encoder, embed_model, device) if what != RELATIONS else None
+    relations = make_encoder("transformer", embed_model, device) if what != ENTITIES else None
     with KG.open(db) as kg:
-        reports = build_indexes(kg, what, embedder, index_type, rebuild, progress=True, checkpoint_vectors=checkpoint)
+        reports = build_indexes(kg, what, relations, index_type, rebuild, progress=True,
+                                checkpoint_vectors=checkpoint, entity_embedder=entities)
     if as_json:
         echo_json([r.to_json() for r in reports])
         return
     for r in reports:
-        state = "up to date" if r.up_to_date else f"added {r.added:,}" + (" (resumed)" if r.resumed else "")
-        click.echo(f"{r.kind}: {state}; {r.total:,} vectors, {r.index_type}, {r.seconds:.1f}s")
+        click.echo(f"{r.kind}: {r.describe()}")
 
 
 @main.command()
@@ -352,19 +357,19 @@ def index_build(db: Path, what: str, embed_model: Path | None, index_type: str, 
 @db_option()
 @click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Candidates to show.")
 @click.option("--embed-model", "embed_model", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="The model the entity index was built with, when not the bundled one.")
+              help="The model the entity index was built with (or distilled from), when not the bundled one.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
 def link(text: str, db: Path, k: int, embed_model: Path | None, as_json: bool) -> None:
     """Entities TEXT is about: exact names, full-text search and the vector index, merged."""
     from dataclasses import asdict
 
-    from localkg.indexes.embedding import Embedder
+    from localkg.indexes.build import entity_encoder_of
     from localkg.indexes.linking import EntityLinker
     from localkg.store import KG
 
     with KG.open(db, read_only=True) as kg:
-        linker = EntityLinker(kg, Embedder(embed_model) if embed_model else None)
+        linker = EntityLinker(kg, entity_encoder_of(kg, embed_model) if embed_model else None)
         candidates = linker.link(text, k=k)
     if as_json:
         echo_json([asdict(c) for c in candidates])
@@ -521,9 +526,12 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Text per chunk a worker parses."),
         click.option("--batch-mb", type=click.IntRange(min=1), default=64, show_default=True,
                      help="Text per staged write (one checkpoint each)."),
-        click.option("--buffer-pool-mb", type=click.IntRange(min=64), default=1024, show_default=True,
+        click.option("--buffer-pool-mb", type=click.IntRange(min=64), default=None,
                      help="Kùzu buffer pool while loading; a flush copies as many rows as it holds "
-                          "(queries open the database with their own)."),
+                          "(queries open the database with their own). Default: a quarter of the available "
+                          "memory, at most what one flush of the whole input needs."),
+        click.option("--plan", "plan_only", is_flag=True,
+                     help="Print the plan (lines, flushes, memory, disk; from a sample of the dump) and stop."),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
         click.option("--quiet", is_flag=True, help="No progress bar."),
     ]):
@@ -531,7 +539,22 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _open_for_loading(db: Path, buffer_pool_mb: int) -> Any:
+def _plan_load(paths: tuple[Path, ...], fmt: Any, buffer_pool_mb: int | None, plan_only: bool, as_json: bool,
+               quiet: bool) -> Any:
+    """The load's plan (loaders/plan.py), printed (to stderr before a load, unless ``--quiet``);
+    None when ``--plan`` asked for the plan alone."""
+    from localkg.loaders.plan import plan_load
+
+    plan = plan_load(paths, fmt, None if buffer_pool_mb is None else buffer_pool_mb << 20)
+    if plan_only:
+        echo_json(plan.to_json()) if as_json else click.echo(plan.describe())
+        return None
+    if not quiet:
+        click.echo(plan.describe(), err=True)
+    return plan
+
+
+def _open_for_loading(db: Path, buffer_pool_bytes: int) -> Any:
     """The database, opened for a dump load: malloc arenas capped before Kùzu starts its threads,
     Arrow on the system allocator (localkg/loaders/memory.py), and the load's own buffer pool."""
     from localkg.loaders.memory import arrow_uses_system_allocator, limit_allocator_arenas
@@ -539,7 +562,7 @@ def _open_for_loading(db: Path, buffer_pool_mb: int) -> Any:
 
     limit_allocator_arenas()
     arrow_uses_system_allocator()
-    return KG.open(db, create=True, buffer_pool_bytes=buffer_pool_mb << 20)
+    return KG.open(db, create=True, buffer_pool_bytes=buffer_pool_bytes)
 
 
 @load.command("freebase")
@@ -548,17 +571,20 @@ def _open_for_loading(db: Path, buffer_pool_mb: int) -> Any:
               help="Predicate filter file replacing the default (loaders/data/freebase_filter.txt).")
 @friendly_errors
 def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
-                          max_rejects: int | None, chunk_mb: int, batch_mb: int, buffer_pool_mb: int, as_json: bool,
-                          quiet: bool, filter_path: Path | None) -> None:
+                          max_rejects: int | None, chunk_mb: int, batch_mb: int, buffer_pool_mb: int | None,
+                          plan_only: bool, as_json: bool, quiet: bool, filter_path: Path | None) -> None:
     """Load the Freebase RDF dump (freebase-rdf-latest.gz; .gz, .bz2 or plain).
 
     Names, aliases, descriptions and types become node attributes; bookkeeping
     predicates are filtered; unnamed machine ids become CVT (mediator) nodes.
     See docs/loading.md.
     """
-    from localkg.loaders.freebase import load_freebase
+    from localkg.loaders.freebase import freebase_format, load_freebase
 
-    with _open_for_loading(db, buffer_pool_mb) as kg:
+    plan = _plan_load(paths, freebase_format(lang.split(","), filter_path), buffer_pool_mb, plan_only, as_json, quiet)
+    if plan is None:
+        return
+    with _open_for_loading(db, plan.buffer_pool_bytes) as kg:
         report = load_freebase(kg, paths, langs=lang.split(","), filter_path=filter_path, resume=resume,
                                workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
@@ -574,16 +600,20 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
               show_default=True, help="The JSON dump or the truthy N-Triples dump.")
 @friendly_errors
 def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: bool, workers: int | None,
-                          max_rejects: int | None, chunk_mb: int, batch_mb: int, buffer_pool_mb: int, as_json: bool,
-                          quiet: bool, ranks: str, qualifiers: bool, fmt: str) -> None:
+                          max_rejects: int | None, chunk_mb: int, batch_mb: int, buffer_pool_mb: int | None,
+                          plan_only: bool, as_json: bool, quiet: bool, ranks: str, qualifiers: bool, fmt: str) -> None:
     """Load a Wikidata dump (latest-all.json.gz/.bz2, or latest-truthy.nt.gz with --format truthy-nt).
 
     Items become nodes with labels, aliases and descriptions; claims become
     facts; properties label the relation catalogue. See docs/loading.md.
     """
-    from localkg.loaders.wikidata import load_wikidata
+    from localkg.loaders.wikidata import load_wikidata, wikidata_format
 
-    with _open_for_loading(db, buffer_pool_mb) as kg:
+    dump_format = wikidata_format(paths, lang.split(","), ranks, qualifiers, fmt)
+    plan = _plan_load(paths, dump_format, buffer_pool_mb, plan_only, as_json, quiet)
+    if plan is None:
+        return
+    with _open_for_loading(db, plan.buffer_pool_bytes) as kg:
         report = load_wikidata(kg, paths, langs=lang.split(","), ranks=ranks, qualifiers=qualifiers, format=fmt,
                                resume=resume, workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)

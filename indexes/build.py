@@ -7,8 +7,11 @@ interruption it is whatever the last checkpoint had not saved. Checkpoints appen
 rows part and rewrite the FAISS file every ``checkpoint_vectors`` vectors.
 
 Nodes are read with ``KG.iter_nodes`` (insertion order); an entity contributes one vector
-per distinct name or alias. A later load that only adds an alias to an entity already
-embedded is not picked up; ``--rebuild`` re-embeds everything.
+per distinct name or alias, and a chunk's repeated names are encoded once. A later load that
+only adds an alias to an entity already embedded is not picked up; ``--rebuild`` re-embeds
+everything. Entities get the static encoder distilled from the bundled model (a lookup per
+token, for dump scale); relations, few and ranked by the reasoners, keep the full transformer.
+Each index records its model in ``meta.json``, and ``embedder_for`` opens the same one to search.
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ from tqdm import tqdm
 
 from localkg.errors import IndexBuildError, IndexMismatchError, IndexMissingError
 from localkg.indexes import fulltext
-from localkg.indexes.embedding import DEFAULT_MODEL_NAME, Embedder
+from localkg.indexes.embedding import DEFAULT_MODEL_NAME, Embedder, TextEncoder
 from localkg.indexes.label_table import build_label_table
+from localkg.indexes.static_embedding import STATIC_SUFFIX, StaticEmbedder
 from localkg.indexes.vector_index import IndexMeta, VectorIndex, choose_index_type, training_size
 from localkg.store import schema
 from localkg.store.kg import KG
@@ -31,7 +35,10 @@ from localkg.store.model import NodeRecord
 ENTITIES = "entities"
 RELATIONS = "relations"
 WHAT = (ENTITIES, RELATIONS, "all")
-ENCODE_CHUNK = 2048
+ENCODE_CHUNK = 8192
+STATIC = "static"
+TRANSFORMER = "transformer"
+ENCODERS = (STATIC, TRANSFORMER)
 CHECKPOINT_VECTORS = 50_000
 
 
@@ -44,11 +51,25 @@ class BuildReport:
     added: int
     total: int
     seconds: float
+    model: str = ""
+    new_entities: int = 0
+    kept: int = 0
     up_to_date: bool = False
     resumed: bool = False
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
+
+    def describe(self) -> str:
+        """One line for the command: what was embedded (only the new entities, after a load), and with what."""
+        if self.up_to_date:
+            state = "up to date"
+        elif self.kind == ENTITIES:
+            state = (f"embedded {self.added:,} names of {self.new_entities:,} new entities, kept {self.kept:,} "
+                     "vectors" + (" (resumed)" if self.resumed else ""))
+        else:
+            state = f"embedded {self.added:,} relations"
+        return f"{state}; {self.total:,} vectors, {self.index_type}, model {self.model}, {self.seconds:.1f}s"
 
 
 def index_directory(kg: KG, kind: str) -> Path:
@@ -70,25 +91,43 @@ def open_index(kg: KG, kind: str, model_name: str | None = None) -> VectorIndex:
     return index
 
 
-def embedder_for(index: VectorIndex) -> Embedder:
-    """The embedding model an index was built with (the bundled one, or the recorded path)."""
-    return Embedder(None if index.meta.model_path == "" else index.meta.model_path)
+def make_encoder(encoder: str, model_path: str | Path | None = None, device: str | None = None) -> TextEncoder:
+    """The ``static`` encoder distilled from a model, or the ``transformer`` model itself."""
+    if encoder not in ENCODERS:
+        raise IndexBuildError(f"unknown encoder {encoder!r}; choose one of {', '.join(ENCODERS)}")
+    return StaticEmbedder(model_path, device) if encoder == STATIC else Embedder(model_path, device)
 
 
-def build_indexes(kg: KG, what: str = "all", embedder: Embedder | None = None, index_type: str = "auto",
-                  rebuild: bool = False, progress: bool = True,
-                  checkpoint_vectors: int = CHECKPOINT_VECTORS) -> list[BuildReport]:
-    """Bring the requested indexes up to date (and the full-text index and label table with the entity one)."""
+def embedder_for(index: VectorIndex, model_path: str | Path | None = None) -> TextEncoder:
+    """The encoder an index was built with: its recorded kind, from ``model_path`` or the recorded source."""
+    source = model_path or (index.meta.model_path or None)
+    return make_encoder(index.meta.extra.get("encoder", TRANSFORMER), source)
+
+
+def entity_encoder_of(kg: KG, model_path: str | Path | None) -> TextEncoder | None:
+    """The encoder to search ``kg``'s entity index with, its source model at ``model_path``; None without an index."""
+    directory = index_directory(kg, ENTITIES)
+    return embedder_for(VectorIndex.load(directory), model_path) if VectorIndex.exists(directory) else None
+
+
+def build_indexes(kg: KG, what: str = "all", embedder: TextEncoder | None = None, index_type: str = "auto",
+                  rebuild: bool = False, progress: bool = True, checkpoint_vectors: int = CHECKPOINT_VECTORS,
+                  entity_embedder: TextEncoder | None = None) -> list[BuildReport]:
+    """Bring the requested indexes up to date (and the full-text index and label table with the entity one).
+
+    ``embedder`` encodes relations, and entities too unless ``entity_embedder`` is given; by default
+    relations get the bundled transformer and entities its static distillation.
+    """
     if what not in WHAT:
         raise IndexBuildError(f"--what must be one of {', '.join(WHAT)}, not {what!r}")
-    embedder = embedder or Embedder()
     reports = []
     if what in (ENTITIES, "all"):
         fulltext.build_index(kg)
         build_label_table(kg, rebuild)
-        reports.append(build_entity_index(kg, embedder, index_type, rebuild, progress, checkpoint_vectors))
+        encoder = entity_embedder or embedder or StaticEmbedder()
+        reports.append(build_entity_index(kg, encoder, index_type, rebuild, progress, checkpoint_vectors))
     if what in (RELATIONS, "all"):
-        reports.append(build_relation_index(kg, embedder, rebuild, progress))
+        reports.append(build_relation_index(kg, embedder or Embedder(), rebuild, progress))
     return reports
 
 
@@ -102,23 +141,26 @@ def entity_texts(record: NodeRecord) -> list[str]:
     return list(texts.values())
 
 
-def build_entity_index(kg: KG, embedder: Embedder, index_type: str = "auto", rebuild: bool = False,
+def build_entity_index(kg: KG, embedder: TextEncoder, index_type: str = "auto", rebuild: bool = False,
                        progress: bool = True, checkpoint_vectors: int = CHECKPOINT_VECTORS) -> BuildReport:
     """Embed the names and aliases of every entity not yet in the entity index."""
     started = time.perf_counter()
     generation = kg.generation
     expected = kg.stats().entities
     index, resumed = _open_for_update(kg, ENTITIES, embedder, index_type, rebuild, expected)
+    kept = index.meta.count
     if index.meta.complete and index.meta.generation == generation:
-        return BuildReport(ENTITIES, index.meta.index_type, 0, index.meta.count, time.perf_counter() - started,
-                           up_to_date=True)
+        return BuildReport(ENTITIES, index.meta.index_type, 0, kept, time.perf_counter() - started,
+                           model=index.meta.model, kept=kept, up_to_date=True)
     embedded = sorted_distinct(hash_keys(index.ids.to_pylist()))
     batch = _EmbeddingBatch(index, embedder, generation, checkpoint_vectors)
-    bar = tqdm(total=expected, unit="entity", desc="entity index", disable=not progress)
+    bar = tqdm(total=expected, unit="entity", desc=f"entity index ({embedder.model_name})", disable=not progress)
+    new_entities = 0
     for records in kg.iter_nodes(("entity",), batch=20_000):
         new = ~np.isin(hash_keys(r.id for r in records), embedded)
         for record, is_new in zip(records, new):
             if is_new:
+                new_entities += 1
                 for text in entity_texts(record):
                     batch.append(record.id, text)
         batch.flush(partial=True)
@@ -127,7 +169,8 @@ def build_entity_index(kg: KG, embedder: Embedder, index_type: str = "auto", reb
     batch.flush(partial=False)
     index.save(generation, complete=True)
     return BuildReport(ENTITIES, index.meta.index_type, batch.added, index.meta.count,
-                       time.perf_counter() - started, resumed=resumed)
+                       time.perf_counter() - started, model=index.meta.model, new_entities=new_entities,
+                       kept=kept, resumed=resumed)
 
 
 def relation_texts(label: str, description: str) -> str:
@@ -135,7 +178,7 @@ def relation_texts(label: str, description: str) -> str:
     return f"{label}: {description}" if description else label
 
 
-def build_relation_index(kg: KG, embedder: Embedder, rebuild: bool = False, progress: bool = True) -> BuildReport:
+def build_relation_index(kg: KG, embedder: TextEncoder, rebuild: bool = False, progress: bool = True) -> BuildReport:
     """Embed every relation's label (and description); small, so always rebuilt whole when stale."""
     started = time.perf_counter()
     generation = kg.generation
@@ -144,22 +187,27 @@ def build_relation_index(kg: KG, embedder: Embedder, rebuild: bool = False, prog
         current = VectorIndex.load(directory)
         if current.meta.complete and current.meta.generation == generation and current.meta.model == embedder.model_name:
             return BuildReport(RELATIONS, current.meta.index_type, 0, current.meta.count,
-                               time.perf_counter() - started, up_to_date=True)
+                               time.perf_counter() - started, model=current.meta.model, kept=current.meta.count,
+                               up_to_date=True)
     catalogue = kg.relation_catalogue()
     index = VectorIndex.create(directory, _meta(RELATIONS, embedder, "flat"), len(catalogue))
     texts = [relation_texts(label, description) for _, label, description, _ in catalogue]
     index.add(embedder.encode(texts, progress=progress), [rid for rid, *_ in catalogue], texts)
     index.save(generation, complete=True)
-    return BuildReport(RELATIONS, "flat", len(texts), index.meta.count, time.perf_counter() - started)
+    return BuildReport(RELATIONS, "flat", len(texts), index.meta.count, time.perf_counter() - started,
+                       model=embedder.model_name)
 
 
-def _meta(kind: str, embedder: Embedder, index_type: str) -> IndexMeta:
-    model_path = "" if embedder.model_name == DEFAULT_MODEL_NAME else str(embedder.model_path)
-    return IndexMeta(kind=kind, model=embedder.model_name, model_path=model_path, dim=embedder.dim,
-                     index_type=index_type)
+def _meta(kind: str, embedder: TextEncoder, index_type: str) -> IndexMeta:
+    """What the index records of its encoder: name, kind, and the source model's path unless bundled."""
+    encoder = STATIC if isinstance(embedder, StaticEmbedder) else TRANSFORMER
+    extra = {"encoder": encoder, **({"weights": embedder.fingerprint} if encoder == STATIC else {})}
+    bundled = embedder.model_name in (DEFAULT_MODEL_NAME, DEFAULT_MODEL_NAME + STATIC_SUFFIX)
+    return IndexMeta(kind=kind, model=embedder.model_name, model_path="" if bundled else str(embedder.model_path),
+                     dim=embedder.dim, index_type=index_type, extra=extra)
 
 
-def _open_for_update(kg: KG, kind: str, embedder: Embedder, index_type: str, rebuild: bool,
+def _open_for_update(kg: KG, kind: str, embedder: TextEncoder, index_type: str, rebuild: bool,
                      expected: int) -> tuple[VectorIndex, bool]:
     """The saved index to extend, or a new one; refuses to mix models or silently change type."""
     directory = index_directory(kg, kind)
@@ -179,7 +227,7 @@ def _open_for_update(kg: KG, kind: str, embedder: Embedder, index_type: str, reb
 class _EmbeddingBatch:
     """Texts waiting to be embedded and added, trained on first (IVF-PQ), saved every so often."""
 
-    def __init__(self, index: VectorIndex, embedder: Embedder, generation: int, checkpoint_vectors: int):
+    def __init__(self, index: VectorIndex, embedder: TextEncoder, generation: int, checkpoint_vectors: int):
         self.index, self.embedder = index, embedder
         self.generation, self.checkpoint_vectors = generation, checkpoint_vectors
         self.ids: list[str] = []
@@ -193,11 +241,14 @@ class _EmbeddingBatch:
         self.texts.append(text)
 
     def flush(self, partial: bool) -> None:
-        """Embed queued texts in chunks; with ``partial`` keep a remainder smaller than a chunk."""
+        """Embed queued texts in chunks, each distinct text once; with ``partial`` keep a remainder
+        smaller than a chunk."""
         while len(self.ids) >= ENCODE_CHUNK or (not partial and self.ids):
             ids, texts = self.ids[:ENCODE_CHUNK], self.texts[:ENCODE_CHUNK]
             del self.ids[:ENCODE_CHUNK], self.texts[:ENCODE_CHUNK]
-            self._add(self.embedder.encode(texts, batch_size=128), ids, texts)
+            distinct = {text: row for row, text in enumerate(dict.fromkeys(texts))}
+            vectors = self.embedder.encode(list(distinct))
+            self._add(vectors[[distinct[text] for text in texts]], ids, texts)
         if not partial and self.untrained:
             self._train(final=True)
 

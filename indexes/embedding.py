@@ -10,7 +10,7 @@ cosine.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -38,6 +38,16 @@ def resolve_model_path(model_path: str | Path | None) -> Path:
         raise ModelNotFoundError(f"{path} is not a sentence-transformers model directory "
                                  "(no modules.json or config.json); give a local model directory")
     return path.resolve()
+
+
+class TextEncoder(Protocol):
+    """What indexes need of an encoder: its name (recorded in the index), source path, dimension, and vectors."""
+
+    model_name: str
+    model_path: Path
+    dim: int
+
+    def encode(self, texts: Sequence[str], batch_size: int = ..., progress: bool = False) -> np.ndarray: ...
 
 
 def default_device() -> str:

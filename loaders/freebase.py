@@ -277,6 +277,12 @@ def _parsed(parse: Any, term: str) -> Any:
         return error
 
 
+def freebase_format(langs: Sequence[str] = ("en",), filter_path: str | Path | None = None) -> FreebaseFormat:
+    """The format of a Freebase load with these options (also what ``load freebase --plan`` samples with)."""
+    return FreebaseFormat(langs=tuple(lang.strip().lower() for lang in langs if lang.strip()),
+                          filter=PredicateFilter.read(filter_path))
+
+
 def load_freebase(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] = ("en",),
                   filter_path: str | Path | None = None, resume: bool = False, workers: int | None = None,
                   max_rejects: int | None = None, progress: bool = True, chunk_bytes: int | None = None,
@@ -288,7 +294,6 @@ def load_freebase(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] 
     """
     from localkg.loaders.parallel import load_dump
 
-    fmt = FreebaseFormat(langs=tuple(lang.strip().lower() for lang in langs if lang.strip()),
-                         filter=PredicateFilter.read(filter_path))
+    fmt = freebase_format(langs, filter_path)
     return load_dump(kg, paths, fmt, resume=resume, workers=workers, max_rejects=max_rejects, progress=progress,
                      chunk_bytes=chunk_bytes, batch_bytes=batch_bytes)

@@ -379,6 +379,15 @@ def load_wikidata(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] 
     """Load Wikidata dump files into ``kg``; returns a :class:`~localkg.loaders.parallel.LoadReport`."""
     from localkg.loaders.parallel import load_dump
 
+    fmt = wikidata_format(paths, langs, ranks, qualifiers, format)
+    return load_dump(kg, paths, fmt, resume=resume, workers=workers, max_rejects=max_rejects, progress=progress,
+                     chunk_bytes=chunk_bytes, batch_bytes=batch_bytes)
+
+
+def wikidata_format(paths: Sequence[str | Path], langs: Sequence[str] = ("en",), ranks: str = "truthy",
+                    qualifiers: bool = False, format: str = "auto") -> DumpFormat:
+    """The format of a Wikidata load of ``paths`` with these options, ``auto`` detected from the files
+    (also what ``load wikidata --plan`` samples with)."""
     if ranks not in RANKS:
         raise LoadError(f"--ranks must be one of {', '.join(RANKS)}, not {ranks!r}")
     if format not in FORMATS:
@@ -401,5 +410,4 @@ def load_wikidata(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] 
             raise LoadError("the truthy N-Triples dump has neither qualifiers nor ranks; "
                             "use the JSON dump for --qualifiers or --ranks all")
         fmt = WikidataTruthyFormat(langs=wanted)
-    return load_dump(kg, paths, fmt, resume=resume, workers=workers, max_rejects=max_rejects, progress=progress,
-                     chunk_bytes=chunk_bytes, batch_bytes=batch_bytes)
+    return fmt

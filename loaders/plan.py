@@ -1,0 +1,149 @@
+"""What a dump load will take, before it starts: lines, flushes, memory, disk, and the buffer pool.
+
+A full dump runs for hours to days, so the load first reads a sample (the first ``SAMPLE_BYTES``
+of text of the first file), parses it with the load's own format, and scales what the sample
+made (lines, nodes, facts, names per byte; text per compressed byte) to the whole input. The
+costs per row are measured constants, each naming where it was measured. The buffer pool is then
+about a quarter of the available memory, but no larger than one flush of everything the input
+is expected to stage: a larger pool means fewer flushes, and past that it buys nothing.
+``localkg load freebase|wikidata --plan`` prints the plan and stops.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from localkg.loaders.parallel import DumpFormat, iter_chunks, parse_chunk
+from localkg.loaders.checkpoint import Position
+from localkg.store.writer import POOL_BYTES_PER_FLUSHED_ROW
+
+SAMPLE_BYTES = 8 << 20
+POOL_SHARE_OF_MEMORY = 0.25  # a flush needs about as much memory outside the pool as in it (docs/loading.md)
+MIN_POOL_BYTES = 256 << 20
+# Peak of the 32M-line make_dump Freebase load (docs/benchmarks.md, "Dump loading": 1.96 GB with the
+# 1 GiB pool and 2 parsers) less the per-node cost below for its 5.1M nodes: the load's base.
+LOAD_BASE_BYTES = 1_300_000_000
+DEFAULT_POOL_BYTES = 1 << 30  # the pool LOAD_BASE_BYTES was measured with
+# A COPY into the fact table once it holds rows: about 130 bytes per stored node, kept until the
+# database closes (bench/copy_rel_memory.py; docs/loading.md).
+STORED_NODE_BYTES = 130
+# Store size: 108 MB for 732k facts and 393k nodes in one flush (docs/loading.md, "Full dumps").
+DISK_BYTES_PER_FACT = 150
+KEY_BYTES = 8  # one BLAKE2b-64 hash per node, fact, label and name link (DB/keys/)
+# Parsing and staging on 2 cores: 135,000-142,000 lines/s at 2M and 8M Freebase lines (docs/loading.md).
+LINES_PER_SECOND_2_CORES = 135_000
+
+
+@dataclass
+class LoadPlan:
+    """The estimate for one load; ``describe`` is what the command prints."""
+
+    input_bytes: int
+    sample_text_bytes: int
+    text_bytes: int
+    lines: int
+    facts: int
+    nodes: int
+    names: int
+    buffer_pool_bytes: int
+    pool_reason: str
+    rows_per_flush: int
+    flushes: int
+    peak_memory_bytes: int
+    disk_bytes: int
+    parse_seconds_2_cores: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return "\n".join([
+            f"plan: input {_size(self.input_bytes)}, about {_size(self.text_bytes)} of text and "
+            f"{self.lines:,} lines (from a sample of {_size(self.sample_text_bytes)})",
+            f"plan: about {self.facts:,} facts, {self.nodes:,} nodes and {self.names:,} names",
+            f"plan: buffer pool {_size(self.buffer_pool_bytes)} ({self.pool_reason}): {self.rows_per_flush:,} rows "
+            f"per flush, {self.flushes:,} flush{'es' if self.flushes != 1 else ''}",
+            f"plan: peak memory about {_size(self.peak_memory_bytes)}, disk about {_size(self.disk_bytes)} "
+            f"(store and hash sets, besides the input)",
+            f"plan: parsing alone at the 2-core rate of {LINES_PER_SECOND_2_CORES:,} lines/s: "
+            f"{_duration(self.parse_seconds_2_cores)} (flushes come on top and grow dearer with the store)",
+        ])
+
+
+def available_memory_bytes() -> int:
+    """Memory the system can give without swapping (``MemAvailable``), else its physical memory."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def choose_buffer_pool(expected_rows: int, available_bytes: int) -> tuple[int, str]:
+    """A quarter of ``available_bytes``, no more than one flush of ``expected_rows`` needs, at least
+    :data:`MIN_POOL_BYTES`; with the reason, for the plan."""
+    quarter = int(available_bytes * POOL_SHARE_OF_MEMORY)
+    needed = max(1, expected_rows) * POOL_BYTES_PER_FLUSHED_ROW
+    if needed < quarter:
+        chosen, reason = needed, f"automatic: all {expected_rows:,} expected rows in one flush"
+    else:
+        chosen, reason = quarter, f"automatic: a quarter of {_size(available_bytes)} available"
+    if chosen < MIN_POOL_BYTES:
+        chosen, reason = MIN_POOL_BYTES, f"automatic: the minimum, {_size(MIN_POOL_BYTES)}"
+    return (chosen + (1 << 20) - 1) >> 20 << 20, reason
+
+
+def plan_load(paths: Sequence[str | Path], fmt: DumpFormat, buffer_pool_bytes: int | None = None,
+              available_bytes: int | None = None) -> LoadPlan:
+    """The plan for loading ``paths`` with ``fmt``; ``buffer_pool_bytes`` given (``--buffer-pool-mb``) is
+    kept, else it is chosen from ``available_bytes`` (default: what the system has now)."""
+    paths = [Path(p) for p in paths]
+    input_bytes = sum(p.stat().st_size for p in paths)
+    chunk = next(iter_chunks(paths[:1], Position(), SAMPLE_BYTES, fmt.cut), None)
+    if chunk is None or chunk.size == 0:
+        return _plan(input_bytes, 0, 0, 0, 0, 0, 0, buffer_pool_bytes, available_bytes)
+    result = parse_chunk(fmt, chunk)
+    batch = result.batch
+    compressed = chunk.compressed or chunk.size
+    scale = (input_bytes * chunk.size / compressed) / chunk.size  # whole input's text per sample byte
+    return _plan(input_bytes, chunk.size, int(input_bytes * chunk.size / compressed), int(result.lines * scale),
+                 int(len(np.unique(batch.fact_hashes)) * scale), int(len(np.unique(batch.node_hashes)) * scale),
+                 int(batch.names.num_rows * scale), buffer_pool_bytes, available_bytes)
+
+
+def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, nodes: int, names: int,
+          buffer_pool_bytes: int | None, available_bytes: int | None) -> LoadPlan:
+    rows = facts + nodes
+    if buffer_pool_bytes is None:
+        pool, reason = choose_buffer_pool(rows, available_memory_bytes() if available_bytes is None else available_bytes)
+    else:
+        pool, reason = buffer_pool_bytes, "--buffer-pool-mb"
+    per_flush = max(1, pool // POOL_BYTES_PER_FLUSHED_ROW)
+    # a pool above the measured 1 GiB adds itself and about as much outside it (docs/loading.md)
+    peak = LOAD_BASE_BYTES + 2 * max(0, pool - DEFAULT_POOL_BYTES) + STORED_NODE_BYTES * nodes
+    disk = DISK_BYTES_PER_FACT * facts + KEY_BYTES * (facts + nodes + 2 * names)
+    return LoadPlan(input_bytes, sample, text, lines, facts, nodes, names, pool, reason, per_flush,
+                    max(1, math.ceil(rows / per_flush)), peak, disk, lines / LINES_PER_SECOND_2_CORES)
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return ""
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

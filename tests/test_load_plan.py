@@ -1,0 +1,88 @@
+"""The plan of a dump load (loaders/plan.py): the buffer pool sized to the machine, and `--plan`
+on dumps generated with make_dump.py, checked against what the real load then does."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from localkg.cli import main
+from localkg.loaders.freebase import freebase_format
+from localkg.loaders.plan import MIN_POOL_BYTES, choose_buffer_pool, plan_load
+from localkg.store.writer import POOL_BYTES_PER_FLUSHED_ROW
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> tuple[Path, dict]:
+    """A 3,000-entity Freebase dump, and make_dump's summary of it (its true line count)."""
+    out = tmp_path_factory.mktemp("plan") / "fb.nt.gz"
+    made = subprocess.run([sys.executable, str(shared.parent / "tools" / "make_dump.py"), "freebase", "--entities",
+                           "3000", "--out", str(out)], check=True, capture_output=True, text=True)
+    return out, json.loads(made.stdout.strip().splitlines()[-1])
+
+
+def test_pool_is_a_quarter_of_available_memory_when_the_data_needs_more() -> None:
+    pool, reason = choose_buffer_pool(expected_rows=10**9, available_bytes=64 * GIB)
+    assert pool == 16 * GIB and "quarter" in reason
+    pool, _ = choose_buffer_pool(expected_rows=10**9, available_bytes=8 * GIB)
+    assert pool == 2 * GIB
+
+
+def test_pool_stops_at_what_one_flush_of_the_input_needs() -> None:
+    rows = 20_000_000
+    pool, reason = choose_buffer_pool(expected_rows=rows, available_bytes=64 * GIB)
+    assert rows * POOL_BYTES_PER_FLUSHED_ROW <= pool < rows * POOL_BYTES_PER_FLUSHED_ROW + (1 << 20)
+    assert "one flush" in reason
+    assert choose_buffer_pool(expected_rows=1_000, available_bytes=64 * GIB)[0] == MIN_POOL_BYTES
+
+
+def test_plan_of_a_generated_dump_matches_its_load(dump: tuple[Path, dict], tmp_path: Path) -> None:
+    path, made = dump
+    plan = plan_load([path], freebase_format(), available_bytes=64 * GIB)
+    assert abs(plan.lines - made["lines"]) <= 0.02 * made["lines"]
+    assert plan.buffer_pool_bytes == MIN_POOL_BYTES and plan.flushes == 1  # a small input needs little
+    assert plan_load([path], freebase_format(), buffer_pool_bytes=64 << 20).buffer_pool_bytes == 64 << 20
+
+    loaded = CliRunner().invoke(main, ["load", "freebase", str(path), "--db", str(tmp_path / "db"), "--workers",
+                                       "0", "--json"], catch_exceptions=False)
+    assert loaded.exit_code == 0, loaded.output
+    assert "plan: input" in loaded.stderr and f"{plan.lines:,} lines" in loaded.stderr
+    report = json.loads(loaded.stdout)
+    assert report["lines_read"] == made["lines"]
+    assert abs(plan.facts - report["facts_loaded"]) <= 0.1 * report["facts_loaded"]
+
+
+def test_plan_option_prints_the_plan_and_loads_nothing(dump: tuple[Path, dict], tmp_path: Path) -> None:
+    path, made = dump
+    db = tmp_path / "db"
+    shown = CliRunner().invoke(main, ["load", "freebase", str(path), "--db", str(db), "--plan"],
+                               catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["plan"] * 5
+    assert "lines" in lines[0] and "flush" in lines[2] and "peak memory" in lines[3] and "disk" in lines[3]
+    assert not db.exists()
+    as_json = CliRunner().invoke(main, ["load", "freebase", str(path), "--db", str(db), "--plan", "--json",
+                                        "--buffer-pool-mb", "128"], catch_exceptions=False)
+    planned = json.loads(as_json.stdout)
+    assert planned["buffer_pool_bytes"] == 128 << 20 and planned["pool_reason"] == "--buffer-pool-mb"
+    assert abs(planned["lines"] - made["lines"]) <= 0.02 * made["lines"]
+    assert not db.exists()
+
+
+def test_plan_of_a_wikidata_dump(shared: Path, tmp_path: Path) -> None:
+    out = tmp_path / "wd.json.gz"
+    made = subprocess.run([sys.executable, str(shared.parent / "tools" / "make_dump.py"), "wikidata", "--entities",
+                           "500", "--out", str(out)], check=True, capture_output=True, text=True)
+    lines = json.loads(made.stdout.strip().splitlines()[-1])["lines"]
+    shown = CliRunner().invoke(main, ["load", "wikidata", str(out), "--db", str(tmp_path / "db"), "--plan",
+                                      "--json"], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    planned = json.loads(shown.stdout)
+    assert abs(planned["lines"] - lines) <= 0.02 * lines and planned["facts"] > 0 and planned["nodes"] >= 500
