@@ -10,12 +10,15 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from localkg.errors import LocalKGError
 from localkg.llm.options import llm_options
+
+if TYPE_CHECKING:
+    from localkg.loaders.report import LoadReport
 
 
 def friendly_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -135,9 +138,9 @@ def load() -> None:
     """Load triples, a Freebase dump or a Wikidata dump into a database."""
 
 
-def print_load_summary(summary: Any, as_json: bool) -> None:
-    """Print a loader's summary dataclass (``to_json()``) as a table or JSON."""
-    data = summary.to_json()
+def print_load_report(report: "LoadReport", as_json: bool) -> None:
+    """Print a load's report as a table or JSON."""
+    data = report.to_json()
     if as_json:
         echo_json(data)
         return
@@ -157,8 +160,9 @@ def print_load_summary(summary: Any, as_json: bool) -> None:
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "tsv", "csv", "psv", "nt", "ttl", "jsonl"]), help="Input format.")
 @click.option("--names", type=click.Path(path_type=Path), help="id<TAB>name file (e.g. FB15k-237 entity2text.txt).")
-@click.option("--max-rejects", type=int, default=None, help="Fail when more lines than this are rejected.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--max-rejects", type=click.IntRange(min=0), default=None,
+              help="Fail when more lines than this are rejected.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @friendly_errors
 def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Path | None, max_rejects: int | None,
                          as_json: bool) -> None:
@@ -172,8 +176,8 @@ def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Pat
     from localkg.store import KG
 
     with KG.open(db, create=True) as kg:
-        summary = load_triples(kg, paths, format=fmt, names=names, max_rejects=max_rejects)
-    print_load_summary(summary, as_json)
+        report = load_triples(kg, paths, format=fmt, names=names, max_rejects=max_rejects)
+    print_load_report(report, as_json)
 
 
 # ---------------------------------------------------------------- demo
@@ -521,7 +525,8 @@ def _dump_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--resume", is_flag=True, help="Continue an interrupted load of the same files and options."),
         click.option("--workers", type=click.IntRange(min=0), default=None,
                      help="Parser processes (default: all cores; 0 parses in the main process)."),
-        click.option("--max-rejects", type=int, default=None, help="Fail when more lines than this are rejected."),
+        click.option("--max-rejects", type=click.IntRange(min=0), default=None,
+                     help="Fail when more lines than this are rejected."),
         click.option("--chunk-mb", type=click.IntRange(min=1), default=16, show_default=True,
                      help="Text per chunk a worker parses."),
         click.option("--batch-mb", type=click.IntRange(min=1), default=64, show_default=True,
@@ -588,7 +593,7 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
         report = load_freebase(kg, paths, langs=lang.split(","), filter_path=filter_path, resume=resume,
                                workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
-    print_load_summary(report, as_json)
+    print_load_report(report, as_json)
 
 
 @load.command("wikidata")
@@ -617,7 +622,7 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
         report = load_wikidata(kg, paths, langs=lang.split(","), ranks=ranks, qualifiers=qualifiers, format=fmt,
                                resume=resume, workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
-    print_load_summary(report, as_json)
+    print_load_report(report, as_json)
 
 
 # ---------------------------------------------------------------- asking (helper "reasoners I")

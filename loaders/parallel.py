@@ -39,7 +39,7 @@ import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from collections import Counter, deque
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -47,10 +47,10 @@ from localkg.errors import LoadError
 from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity
 from localkg.loaders.memory import arrow_uses_system_allocator, return_free_memory
 from localkg.loaders.rejects import RejectLog
+from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import compressed_position, open_binary
 from localkg.store.batch import ColumnBatch, FactBatch
 from localkg.store.crashpoints import crash_point
-from localkg.store.writer import WriteCounts
 
 CHUNK_BYTES = 16 << 20
 BATCH_BYTES = 64 << 20
@@ -115,59 +115,6 @@ class DumpFormat:
     def finish(self, kg: Any, writer: Any, state: dict[str, Any]) -> dict[str, int]:
         """Work that needs the whole input (main process, after the last chunk); returns details."""
         return {}
-
-
-@dataclass
-class LoadReport:
-    """What a dump load did. For line formats: ``lines_read = facts_loaded + duplicates +
-    attributes + filtered + skipped + rejected`` (wikidata.py says how entities count)."""
-
-    format: str
-    files: list[str]
-    lines_read: int = 0
-    facts_loaded: int = 0
-    duplicates: int = 0
-    attributes: int = 0
-    filtered: int = 0
-    skipped: int = 0
-    rejected: int = 0
-    nodes_added: int = 0
-    filtered_by_reason: dict[str, int] = field(default_factory=dict)
-    skipped_by_reason: dict[str, int] = field(default_factory=dict)
-    rejected_by_reason: dict[str, int] = field(default_factory=dict)
-    details: dict[str, int] = field(default_factory=dict)
-    chunks: int = 0
-    resumed: bool = False
-    complete: bool = False
-    seconds: float = 0.0
-    rejects_file: str = ""
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "LoadReport":
-        known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def add_written(self, counts: WriteCounts) -> None:
-        self.facts_loaded += counts.facts_added
-        self.duplicates += counts.duplicates
-        self.nodes_added += counts.nodes_added
-
-    def add_parsed(self, result: ChunkResult) -> None:
-        self.chunks += 1
-        self.lines_read += result.lines
-        self.attributes += result.attributes
-        for total, by_reason, counter in (("filtered", self.filtered_by_reason, result.filtered),
-                                          ("skipped", self.skipped_by_reason, result.skipped),
-                                          ("rejected", self.rejected_by_reason,
-                                           Counter(reason for _, reason, _ in result.rejects))):
-            for reason, count in counter.items():
-                by_reason[reason] = by_reason.get(reason, 0) + count
-                setattr(self, total, getattr(self, total) + count)
-        for key, count in result.details.items():
-            self.details[key] = self.details.get(key, 0) + count
 
 
 def split_lines(chunk: Chunk, result: ChunkResult, decode: bool = True) -> Iterator[tuple[int, Any]]:

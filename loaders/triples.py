@@ -3,12 +3,11 @@
 ``load_triples`` streams one or more files into a database through the
 store's :class:`GraphWriter` (staged Parquet, ``COPY``, dedupe), in batches,
 with a progress bar. Malformed lines go to the rejects file with their line
-number and reason; a summary says what happened to every line::
+number and reason; the :class:`LoadReport` says what happened to every line::
 
-    read = loaded + duplicates + attributes + rejected
+    lines_read = facts_loaded + duplicates + attributes + skipped + rejected
 
-(blank lines and ``#`` comments are counted as ``skipped`` and are not
-"read"). RDF is parsed by pyoxigraph, a real RDF parser: N-Triples line by
+(skipped: blank lines, ``#`` comments, a header line). RDF is parsed by pyoxigraph, a real RDF parser: N-Triples line by
 line, so one bad line is rejected and the rest load; Turtle as a document,
 because its statements span lines (a syntax error stops the file with the
 position, after loading every statement before it). Files are read line by
@@ -28,7 +27,6 @@ import hashlib
 import io
 import re
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -37,6 +35,7 @@ from tqdm import tqdm
 
 from localkg.errors import LoadError
 from localkg.loaders.rejects import RejectLog
+from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import iter_lines, open_binary
 from localkg.store.kg import KG
 from localkg.store.batch import FactBatch
@@ -61,25 +60,6 @@ DESCRIPTION_PREDICATES = {
     "http://purl.org/dc/terms/description",
 }
 XSD = "http://www.w3.org/2001/XMLSchema#"
-
-
-@dataclass
-class LoadSummary:
-    """What a load did with every input line."""
-
-    read: int = 0
-    loaded: int = 0
-    duplicates: int = 0
-    attributes: int = 0
-    rejected: int = 0
-    skipped: int = 0
-    nodes_added: int = 0
-    rejected_by_reason: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
-    rejects_file: str = ""
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 # ---------------------------------------------------------------- parsing
@@ -252,17 +232,17 @@ def literal_node_id(value: str, datatype: str = "", lang: str = "") -> str:
 
 # ---------------------------------------------------------------- loading
 def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", names: str | Path | None = None,
-                 max_rejects: int | None = None, batch_lines: int = BATCH_LINES, progress: bool = True) -> LoadSummary:
+                 max_rejects: int | None = None, batch_lines: int = BATCH_LINES, progress: bool = True) -> LoadReport:
     """Load triple files into ``kg`` (appending, deduplicating) and return what happened.
 
     Raises :class:`LoadError` for an unreadable or truncated file and
-    :class:`TooManyRejectsError` past ``max_rejects``; batches committed before
-    either are kept, and loading the same files again adds only what is missing.
+    :class:`TooManyRejectsError` past ``max_rejects``; what was read before either is kept,
+    and loading the same files again adds only what is missing.
     """
     if format not in FORMATS:
         raise LoadError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     started = time.perf_counter()
-    summary = LoadSummary()
+    report = LoadReport(format, [str(path) for path in paths])
     name_map = read_names(Path(names)) if names else {}
     rejects = RejectLog(kg.path, max_rejects)
     try:
@@ -272,26 +252,24 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
                 if not path.exists():
                     raise LoadError(f"cannot read {path}: no such file")
                 fmt = detect_format(path) if format == "auto" else format
-                batches = (_turtle_batches(path, batch_lines, summary) if fmt == "ttl"
-                           else _line_batches(path, fmt, batch_lines, summary, rejects))
+                batches = (_turtle_batches(path, batch_lines, report) if fmt == "ttl"
+                           else _line_batches(path, fmt, batch_lines, report, rejects))
                 bar = tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=path.name,
                            disable=not progress, leave=False)
                 with bar:
                     for batch, consumed in batches:
                         _apply_names(batch, name_map)
-                        counts = writer.write(batch)
-                        summary.loaded += counts.facts_added
-                        summary.duplicates += counts.duplicates
-                        summary.nodes_added += counts.nodes_added
+                        report.add_written(writer.write(batch))
+                        report.chunks += 1
                         bar.update(consumed)
+        report.complete = True
     finally:
         rejects.close()
-        summary.rejected = rejects.total
-        summary.rejected_by_reason = dict(rejects.by_reason)
-        summary.rejects_file = str(rejects.path) if rejects.total else ""
-        summary.read += summary.rejected
-        summary.seconds = time.perf_counter() - started
-    return summary
+        report.rejected = rejects.total
+        report.rejected_by_reason = dict(rejects.by_reason)
+        report.rejects_file = str(rejects.path) if rejects.total else ""
+        report.seconds = round(time.perf_counter() - started, 3)
+    return report
 
 
 def read_names(path: Path) -> dict[str, str]:
@@ -368,13 +346,13 @@ def _without_line(message: str) -> str:
     return re.sub(r" \(line 1\)$", "", message).replace(" at line 1 between", " between")
 
 
-def _line_batches(path: Path, fmt: str, batch_lines: int, summary: LoadSummary,
+def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
                   rejects: RejectLog) -> Iterator[tuple[FactBatch, int]]:
     """The file's lines parsed into batches (and the bytes each consumed). A damaged file (a
     truncated ``.gz``) ends with its last batch, every complete line before the damage in it,
     then :class:`LoadError` saying so."""
     parse = _line_parser(fmt, path)
-    batch, consumed = FactBatch(), 0
+    batch, consumed, in_batch, number_read = FactBatch(), 0, 0, 0
     lines = iter_lines(path)
     while True:
         try:
@@ -383,7 +361,9 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, summary: LoadSummary,
             break
         except LoadError as damage:
             yield batch, consumed
-            raise LoadError(f"{damage}; the {summary.read:,} lines read before it were loaded") from None
+            raise LoadError(f"{damage}; the {number_read:,} lines read before it were loaded") from None
+        number_read = number
+        report.lines_read += 1
         consumed += len(raw)
         try:
             line = raw.decode("utf-8")
@@ -394,7 +374,7 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, summary: LoadSummary,
         if number == 1:
             line = line.removeprefix(BOM)
         if not line.strip() or line.lstrip().startswith("#"):
-            summary.skipped += 1
+            _skip(report, "blank line or comment")
             continue
         try:
             fact = parse(line, batch)
@@ -402,25 +382,30 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, summary: LoadSummary,
             rejects.reject(str(path), number, str(reason), raw)
             continue
         except Header:
-            summary.skipped += 1
+            _skip(report, "header")
             continue
-        summary.read += 1
         if fact is None:
-            summary.attributes += 1
+            report.attributes += 1
         else:
             batch.add_fact(*fact)
-        if summary.read % batch_lines == 0:
+        in_batch += 1
+        if in_batch == batch_lines:
             yield batch, consumed
-            batch, consumed = FactBatch(), 0
+            batch, consumed, in_batch = FactBatch(), 0, 0
     if batch.heads or batch.nodes:
         yield batch, consumed
 
 
-def _turtle_batches(path: Path, batch_lines: int, summary: LoadSummary) -> Iterator[tuple[FactBatch, int]]:
+def _skip(report: LoadReport, reason: str) -> None:
+    report.skipped += 1
+    report.skipped_by_reason[reason] = report.skipped_by_reason.get(reason, 0) + 1
+
+
+def _turtle_batches(path: Path, batch_lines: int, report: LoadReport) -> Iterator[tuple[FactBatch, int]]:
     import pyoxigraph
 
     mapper = _RdfMapper(path)
-    batch = FactBatch()
+    batch, statements = FactBatch(), 0
     try:
         with open_binary(path) as handle:
             reader = io.BufferedReader(handle)
@@ -428,17 +413,18 @@ def _turtle_batches(path: Path, batch_lines: int, summary: LoadSummary) -> Itera
                 reader.read(3)
             for triple in pyoxigraph.parse(reader, format=pyoxigraph.RdfFormat.TURTLE,
                                            base_iri=path.resolve().as_uri()):
-                summary.read += 1
+                statements += 1
+                report.lines_read += 1  # statements: a Turtle statement may span lines
                 fact = mapper.add(triple, batch)
                 if fact is None:
-                    summary.attributes += 1
+                    report.attributes += 1
                 else:
                     batch.add_fact(*fact)
-                if summary.read % batch_lines == 0:
+                if statements % batch_lines == 0:
                     yield batch, 0
                     batch = FactBatch()
     except SyntaxError as error:
         yield batch, 0
         raise LoadError(f"{path}: Turtle syntax error: {str(error).splitlines()[0]} "
-                        f"(the {summary.read:,} statements before it were loaded)") from None
+                        f"(the {statements:,} statements before it were loaded)") from None
     yield batch, path.stat().st_size

@@ -30,7 +30,7 @@ def test_load_then_stats_and_query(tmp_path: Path) -> None:
     loaded = run("load", "triples", str(data), "--db", db, "--json")
     assert loaded.exit_code == 0
     summary = json.loads(loaded.stdout)
-    assert (summary["read"], summary["loaded"], summary["rejected"]) == (3, 2, 1)
+    assert (summary["lines_read"], summary["facts_loaded"], summary["rejected"]) == (3, 2, 1)
     stats = json.loads(run("stats", "--db", db, "--json").stdout)
     assert (stats["facts"], stats["entities"], stats["relations"]) == (2, 3, 2)
     rows = run("query", "--db", db, "--json", "MATCH (a:Node {id: $id})-[f:Fact]->(b) RETURN f.rel AS rel, b.name AS name "

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from localkg.errors import LoadError, TooManyRejectsError
-from localkg.loaders.triples import LoadSummary, load_triples
+from localkg.loaders.report import LoadReport
+from localkg.loaders.triples import load_triples
 from localkg.store import KG
 from localkg.store.model import CVT, LITERAL
 
@@ -26,16 +27,17 @@ def kg(tmp_path: Path):
     store.close()
 
 
-def accounted(summary: LoadSummary) -> bool:
-    return summary.read == summary.loaded + summary.duplicates + summary.attributes + summary.rejected
+def accounted(report: LoadReport) -> bool:
+    return report.lines_read == (report.facts_loaded + report.duplicates + report.attributes + report.skipped
+                                 + report.rejected)
 
 
 def test_metaqa_pipe_separated(kg: KG, shared: Path, tmp_path: Path) -> None:
     sample = tmp_path / "kb-sample.txt"
     lines = (shared / "metaqa" / "kb.txt").read_text(encoding="utf-8").splitlines()[:2000]
     sample.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    summary = load_triples(kg, [sample], progress=False)
-    assert (summary.read, summary.loaded, summary.rejected) == (2000, 2000, 0)
+    report = load_triples(kg, [sample], progress=False)
+    assert (report.lines_read, report.facts_loaded, report.rejected) == (2000, 2000, 0)
     head, relation, tail = lines[0].split("|")
     assert tail in {n.id for n in kg.neighbors(head, relation, "out")}
 
@@ -44,10 +46,10 @@ def test_metaqa_pipe_separated(kg: KG, shared: Path, tmp_path: Path) -> None:
 def test_pathquestion_and_worldcup_tab_separated(kg: KG, shared: Path, kb: str, facts: None) -> None:
     path = shared / "pathquestion" / kb
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    summary = load_triples(kg, [path], progress=False)
-    assert accounted(summary) and summary.rejected == 0
-    assert summary.loaded + summary.duplicates == len(lines)
-    assert kg.stats().facts == summary.loaded
+    report = load_triples(kg, [path], progress=False)
+    assert accounted(report) and report.rejected == 0
+    assert report.facts_loaded + report.duplicates == len(lines)
+    assert kg.stats().facts == report.facts_loaded
     head, relation, tail = lines[0].split("\t")
     assert tail in {n.id for n in kg.neighbors(head, relation, "out")}
 
@@ -60,8 +62,8 @@ def test_worldcup_fact(kg: KG, shared: Path) -> None:
 def test_csv_with_header_and_quoted_commas(kg: KG, tmp_path: Path) -> None:
     path = tmp_path / "kg.csv"
     path.write_text('head,relation,tail\n"Smith, John",born_in,Paris\nParis,capital_of,France\n', encoding="utf-8")
-    summary = load_triples(kg, [path], progress=False)
-    assert (summary.read, summary.loaded, summary.skipped) == (2, 2, 1)
+    report = load_triples(kg, [path], progress=False)
+    assert (report.lines_read, report.facts_loaded, report.skipped) == (3, 2, 1)
     assert [n.id for n in kg.neighbors("Smith, John", "born_in")] == ["Paris"]
 
 
@@ -69,9 +71,9 @@ def test_jsonl_with_a_bad_line(kg: KG, tmp_path: Path) -> None:
     path = tmp_path / "kg.jsonl"
     path.write_text('{"head": "a", "relation": "r", "tail": "b"}\n{"head": "a", "relation": "r"}\n'
                     'not json\n{"head": "b", "relation": "r", "tail": "c"}\n', encoding="utf-8")
-    summary = load_triples(kg, [path], progress=False)
-    assert (summary.read, summary.loaded, summary.rejected) == (4, 2, 2)
-    assert accounted(summary)
+    report = load_triples(kg, [path], progress=False)
+    assert (report.lines_read, report.facts_loaded, report.rejected) == (4, 2, 2)
+    assert accounted(report)
 
 
 def test_ntriples_with_literals_labels_and_blank_nodes(kg: KG, tmp_path: Path) -> None:
@@ -83,8 +85,8 @@ def test_ntriples_with_literals_labels_and_blank_nodes(kg: KG, tmp_path: Path) -
         '<http://ex.org/Paris> <http://ex.org/twinned> _:t1 .\n'
         '_:t1 <http://ex.org/with> <http://ex.org/Rome> .\n'
         '<http://ex.org/Paris> <http://ex.org/broken> "unterminated .\n', encoding="utf-8")
-    summary = load_triples(kg, [path], progress=False)
-    assert (summary.read, summary.loaded, summary.attributes, summary.rejected) == (6, 3, 2, 1)
+    report = load_triples(kg, [path], progress=False)
+    assert (report.lines_read, report.facts_loaded, report.attributes, report.rejected) == (6, 3, 2, 1)
     paris = kg.node("http://ex.org/Paris")
     assert (paris.name, paris.types) == ("Paris", ("http://ex.org/City",))
     population = kg.neighbors("http://ex.org/Paris", "http://ex.org/population")
@@ -98,9 +100,9 @@ def test_real_freebase_lines_as_ntriples(kg: KG, shared: Path, tmp_path: Path) -
     head = (shared / "freebase_rdf" / "fb-rdf-10k-head.nt").read_text(encoding="utf-8").splitlines()[:500]
     path = tmp_path / "fb.nt"
     path.write_text("\n".join(head) + "\n", encoding="utf-8")
-    summary = load_triples(kg, [path], format="nt", progress=False)
-    assert accounted(summary) and summary.read == 500
-    assert summary.loaded > 0
+    report = load_triples(kg, [path], format="nt", progress=False)
+    assert accounted(report) and report.lines_read == 500
+    assert report.facts_loaded > 0
 
 
 def test_turtle_document(kg: KG, tmp_path: Path) -> None:
@@ -111,8 +113,8 @@ def test_turtle_document(kg: KG, tmp_path: Path) -> None:
         'ex:tokyo rdfs:label "Tokyo" ; skos:altLabel "Edo" ;\n  ex:country ex:japan ;\n'
         '  ex:founded "1457-01-01"^^<http://www.w3.org/2001/XMLSchema#date> .\n'
         'ex:japan rdfs:label "Japan" .\n', encoding="utf-8")
-    summary = load_triples(kg, [path], progress=False)
-    assert (summary.loaded, summary.attributes) == (2, 3)
+    report = load_triples(kg, [path], progress=False)
+    assert (report.facts_loaded, report.attributes) == (2, 3)
     assert [n.id for n in kg.find("edo")] == ["http://ex.org/tokyo"]
     assert [n.name for n in kg.neighbors("http://ex.org/tokyo", "http://ex.org/country")] == ["Japan"]
     founded = kg.neighbors("http://ex.org/tokyo", "http://ex.org/founded")
@@ -155,10 +157,10 @@ def test_byte_order_mark_and_quoted_newlines_never_corrupt_ids(kg: KG, tmp_path:
     (tmp_path / "b.tsv").write_text(f"{bom}alpha\tr2\tbeta\n", encoding="utf-8")
     (tmp_path / "c.nt").write_text(f"{bom}<http://e/alpha> <http://e/r> <http://e/beta> .\n", encoding="utf-8")
     (tmp_path / "d.ttl").write_text(f"{bom}@prefix e: <http://e/> .\ne:alpha e:s e:beta .\n", encoding="utf-8")
-    summary = load_triples(kg, [tmp_path / name for name in ("a.csv", "b.tsv", "c.nt", "d.ttl")], progress=False)
+    report = load_triples(kg, [tmp_path / name for name in ("a.csv", "b.tsv", "c.nt", "d.ttl")], progress=False)
     ids = {row[0] for row in kg.execute("MATCH (n:Node) RETURN n.id").get_all()}
     assert ids == {"alpha", "beta", "gamma", "delta", "http://e/alpha", "http://e/beta"}
-    assert (summary.loaded, summary.rejected, summary.skipped) == (5, 2, 1)
+    assert (report.facts_loaded, report.rejected, report.skipped) == (5, 2, 1)
     rejected = (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()[1:]
     assert [line.split("\t")[1] for line in rejected] == ["3", "4"]
     assert all("cannot span lines" in line for line in rejected)
@@ -176,8 +178,8 @@ def test_ntriples_reject_reasons_carry_no_false_line_number(kg: KG, tmp_path: Pa
 def test_compressed_files(kg: KG, tmp_path: Path, compress) -> None:
     path = tmp_path / "kb.txt.z"
     path.write_bytes(compress(b"a|r|b\nb|r|c\n"))
-    summary = load_triples(kg, [path], format="psv", progress=False)
-    assert summary.loaded == 2
+    report = load_triples(kg, [path], format="psv", progress=False)
+    assert report.facts_loaded == 2
 
 
 def test_append_deduplicates(kg: KG, tmp_path: Path) -> None:
@@ -186,11 +188,11 @@ def test_append_deduplicates(kg: KG, tmp_path: Path) -> None:
     first.write_text("a\tr\tb\nb\tr\tc\na\tr\tb\n", encoding="utf-8")
     second.write_text("b\tr\tc\nc\tr\td\n", encoding="utf-8")
     one = load_triples(kg, [first], progress=False)
-    assert (one.loaded, one.duplicates) == (2, 1)
+    assert (one.facts_loaded, one.duplicates) == (2, 1)
     two = load_triples(kg, [second], progress=False)
-    assert (two.loaded, two.duplicates) == (1, 1)
+    assert (two.facts_loaded, two.duplicates) == (1, 1)
     again = load_triples(kg, [first, second], progress=False)
-    assert (again.loaded, again.duplicates) == (0, 5)
+    assert (again.facts_loaded, again.duplicates) == (0, 5)
     assert kg.stats().facts == 3 and kg.stats().nodes == 4
     assert [(r.relation, r.direction, r.count) for r in kg.relations("b")] == [("r", "in", 1), ("r", "out", 1)]
     assert kg.relation_catalogue() == [("r", "r", "", 3)]
@@ -200,23 +202,23 @@ def test_summary_counts_add_up_across_batches(kg: KG, tmp_path: Path) -> None:
     path = tmp_path / "kg.tsv"
     rows = [f"e{i}\tr{i % 3}\te{i + 1}" for i in range(250)] + ["e0\tr0\te1", "broken line", ""]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-    summary = load_triples(kg, [path], batch_lines=40, progress=False)
-    assert (summary.read, summary.loaded, summary.duplicates, summary.rejected, summary.skipped) == (252, 250, 1, 1, 1)
-    assert accounted(summary)
+    report = load_triples(kg, [path], batch_lines=40, progress=False)
+    assert (report.lines_read, report.facts_loaded, report.duplicates, report.rejected, report.skipped) == (253, 250, 1, 1, 1)
+    assert accounted(report)
     assert sum(r.count for r in kg.relations("e5")) == 2
 
 
 def test_rejects_file_has_line_numbers_and_reasons(kg: KG, tmp_path: Path) -> None:
     path = tmp_path / "kg.psv"
     path.write_bytes(b"a|r|b\nonly|two\n\xff\xfe|r|x\na|r||\nc|r|d\n")
-    summary = load_triples(kg, [path], progress=False)
-    assert (summary.loaded, summary.rejected) == (2, 3)
-    assert accounted(summary)
+    report = load_triples(kg, [path], progress=False)
+    assert (report.facts_loaded, report.rejected) == (2, 3)
+    assert accounted(report)
     rows = [line.split("\t") for line in (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()]
     assert rows[0] == ["source", "line", "reason", "raw"]
     assert [(row[1], row[2]) for row in rows[1:]] == [
         ("2", "expected 3 fields separated by '|', found 2"), ("3", "invalid UTF-8"), ("4", "expected 3 fields separated by '|', found 4")]
-    assert summary.rejected_by_reason["invalid UTF-8"] == 1
+    assert report.rejected_by_reason["invalid UTF-8"] == 1
 
 
 def test_max_rejects_stops_with_a_clear_error(kg: KG, tmp_path: Path) -> None:
@@ -242,7 +244,7 @@ def test_lost_key_sets_are_rebuilt_from_the_database(kg: KG, tmp_path: Path) -> 
     load_triples(kg, [path], progress=False)
     shutil.rmtree(kg.path / "keys")  # as if the process died between commit and saving the keys
     again = load_triples(kg, [path], progress=False)
-    assert (again.loaded, again.duplicates) == (0, 2)
+    assert (again.facts_loaded, again.duplicates) == (0, 2)
     assert kg.stats().facts == 2
 
 
@@ -265,11 +267,11 @@ def test_killed_load_leaves_an_openable_database_and_resumes(tmp_path: Path, sha
         partial = kg.stats().facts
         assert 0 < partial < 272_115
         resumed = load_triples(kg, [source], progress=False)
-        assert resumed.loaded == 272_115 - partial
+        assert resumed.facts_loaded == 272_115 - partial
         assert kg.stats().facts == 272_115
 
 
 def test_summary_is_json_serialisable(kg: KG, tmp_path: Path) -> None:
     path = tmp_path / "kg.tsv"
     path.write_text("a\tr\tb\n", encoding="utf-8")
-    assert json.loads(json.dumps(load_triples(kg, [path], progress=False).to_json()))["loaded"] == 1
+    assert json.loads(json.dumps(load_triples(kg, [path], progress=False).to_json()))["facts_loaded"] == 1

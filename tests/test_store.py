@@ -98,7 +98,7 @@ def fb15k_kg(tmp_path_factory: pytest.TempPathFactory, shared: Path):
     kg = KG.create(tmp_path_factory.mktemp("fb15k") / "db")
     summary = load_triples(kg, [shared / "fb15k237" / "train.txt"], names=shared / "fb15k237" / "entity2text.txt",
                            progress=False)
-    assert summary.read == 272_115 and summary.rejected == 0
+    assert summary.lines_read == 272_115 and summary.rejected == 0
     yield kg
     kg.close()
 

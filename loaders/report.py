@@ -1,0 +1,69 @@
+"""The report of a load: one type for every loader (triples, Freebase, Wikidata) and the CLI.
+
+It says what happened to every input line (loaded, duplicate, attribute, filtered, skipped or
+rejected, with the reasons), what the store gained, and whether the load completed; dump loads
+save it in their checkpoint, so a resumed load reports both runs together.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from localkg.loaders.parallel import ChunkResult
+    from localkg.store.writer import WriteCounts
+
+
+@dataclass
+class LoadReport:
+    """What a load did with its input: ``lines_read = facts_loaded + duplicates + attributes +
+    filtered + skipped + rejected`` for line formats (a Turtle document counts statements;
+    wikidata.py says how entities count)."""
+
+    format: str
+    files: list[str]
+    lines_read: int = 0
+    facts_loaded: int = 0
+    duplicates: int = 0
+    attributes: int = 0
+    filtered: int = 0
+    skipped: int = 0
+    rejected: int = 0
+    nodes_added: int = 0
+    filtered_by_reason: dict[str, int] = field(default_factory=dict)
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    rejected_by_reason: dict[str, int] = field(default_factory=dict)
+    details: dict[str, int] = field(default_factory=dict)
+    chunks: int = 0
+    resumed: bool = False
+    complete: bool = False
+    seconds: float = 0.0
+    rejects_file: str = ""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LoadReport":
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def add_written(self, counts: "WriteCounts") -> None:
+        self.facts_loaded += counts.facts_added
+        self.duplicates += counts.duplicates
+        self.nodes_added += counts.nodes_added
+
+    def add_parsed(self, result: "ChunkResult") -> None:
+        self.chunks += 1
+        self.lines_read += result.lines
+        self.attributes += result.attributes
+        for total, by_reason, counter in (("filtered", self.filtered_by_reason, result.filtered),
+                                          ("skipped", self.skipped_by_reason, result.skipped),
+                                          ("rejected", self.rejected_by_reason,
+                                           Counter(reason for _, reason, _ in result.rejects))):
+            for reason, count in counter.items():
+                by_reason[reason] = by_reason.get(reason, 0) + count
+                setattr(self, total, getattr(self, total) + count)
+        for key, count in result.details.items():
+            self.details[key] = self.details.get(key, 0) + count
