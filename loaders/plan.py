@@ -57,11 +57,15 @@ class LoadPlan:
     peak_memory_bytes: int
     disk_bytes: int
     parse_seconds_2_cores: float
+    available_memory_bytes: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     def describe(self) -> str:
+        warning = ([f"plan: warning: the peak is above the {_size(self.available_memory_bytes)} of memory available; "
+                    "drop domains with --filter, or load on a machine with more memory"]
+                   if self.peak_memory_bytes > self.available_memory_bytes else [])
         return "\n".join([
             f"plan: input {_size(self.input_bytes)}, about {_size(self.text_bytes)} of text and "
             f"{self.lines:,} lines (from a sample of {_size(self.sample_text_bytes)})",
@@ -72,7 +76,7 @@ class LoadPlan:
             f"(store and hash sets, besides the input)",
             f"plan: parsing alone at the 2-core rate of {LINES_PER_SECOND_2_CORES:,} lines/s: "
             f"{_duration(self.parse_seconds_2_cores)} (flushes come on top and grow dearer with the store)",
-        ])
+            *warning])
 
 
 def available_memory_bytes() -> int:
@@ -121,8 +125,9 @@ def plan_load(paths: Sequence[str | Path], fmt: DumpFormat, buffer_pool_bytes: i
 def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, nodes: int, names: int,
           buffer_pool_bytes: int | None, available_bytes: int | None) -> LoadPlan:
     rows = facts + nodes
+    available = available_memory_bytes() if available_bytes is None else available_bytes
     if buffer_pool_bytes is None:
-        pool, reason = choose_buffer_pool(rows, available_memory_bytes() if available_bytes is None else available_bytes)
+        pool, reason = choose_buffer_pool(rows, available)
     else:
         pool, reason = buffer_pool_bytes, "--buffer-pool-mb"
     per_flush = max(1, pool // POOL_BYTES_PER_FLUSHED_ROW)
@@ -130,7 +135,7 @@ def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, node
     peak = LOAD_BASE_BYTES + 2 * max(0, pool - DEFAULT_POOL_BYTES) + STORED_NODE_BYTES * nodes
     disk = DISK_BYTES_PER_FACT * facts + KEY_BYTES * (facts + nodes + 2 * names)
     return LoadPlan(input_bytes, sample, text, lines, facts, nodes, names, pool, reason, per_flush,
-                    max(1, math.ceil(rows / per_flush)), peak, disk, lines / LINES_PER_SECOND_2_CORES)
+                    max(1, math.ceil(rows / per_flush)), peak, disk, lines / LINES_PER_SECOND_2_CORES, available)
 
 
 def _size(count: float) -> str:

@@ -48,6 +48,9 @@ def test_plan_of_a_generated_dump_matches_its_load(dump: tuple[Path, dict], tmp_
     assert abs(plan.lines - made["lines"]) <= 0.02 * made["lines"]
     assert plan.buffer_pool_bytes == MIN_POOL_BYTES and plan.flushes == 1  # a small input needs little
     assert plan_load([path], freebase_format(), buffer_pool_bytes=64 << 20).buffer_pool_bytes == 64 << 20
+    assert "warning" not in plan.describe()
+    small = plan_load([path], freebase_format(), available_bytes=512 << 20)  # the load's base alone is more
+    assert small.describe().splitlines()[-1].startswith("plan: warning: the peak is above the 512.0 MiB")
 
     loaded = CliRunner().invoke(main, ["load", "freebase", str(path), "--db", str(tmp_path / "db"), "--workers",
                                        "0", "--json"], catch_exceptions=False)
