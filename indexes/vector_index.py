@@ -250,11 +250,6 @@ class VectorIndex:
         return [[(ids[j], texts[j], float(flat_scores[j])) for j in range(q * width, (q + 1) * width) if valid[j]]
                 for q in range(len(queries))]
 
-    def memory_bytes(self) -> int:
-        """Approximate resident size of the FAISS index and the rows."""
-        return int(self.meta.bytes_per_vector * self.index.ntotal + self.ids.nbytes + self.texts.nbytes)
-
-
 def _concat(arrays: list) -> pa.Array:
     chunks = [chunk for array in arrays for chunk in (array.chunks if isinstance(array, pa.ChunkedArray) else [array])]
     if not chunks:

@@ -120,11 +120,6 @@ class CheckpointStore:
         del data["state"]
         _write_atomically(self.path, data)
 
-    def discard(self) -> None:
-        """Forget the checkpoint (a fresh load of other files replaces it)."""
-        for path in (self.path, self.state_path):
-            path.unlink(missing_ok=True)
-
 
 def _write_atomically(path: Path, value: Any) -> None:
     tmp = path.with_suffix(".tmp")

@@ -13,6 +13,10 @@ class DatabaseNotFoundError(LocalKGError):
     """The path given as a database holds no localkg database."""
 
 
+class DatabaseFormatError(LocalKGError):
+    """The database was written in an older format that a read-only open cannot upgrade."""
+
+
 class DatabaseExistsError(LocalKGError):
     """``KG.create`` was asked to create a database where one already is."""
 

@@ -32,14 +32,15 @@ def ask(*args: str):
     return CliRunner().invoke(main, ["ask", *args], catch_exceptions=False)
 
 
-def test_json_has_exactly_the_documented_shape(db):
+def test_json_is_the_result_shape_without_the_trace(db):
     result = ask("who directed Top Hat", "--db", str(db), "--topic", "Top Hat", "--reasoner", "embed-path", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert list(data) == ["question", "answers", "evidence", "llm_calls", "prompt_tokens", "completion_tokens",
-                          "seconds"]
-    assert data["question"] == "who directed Top Hat"
-    assert data["answers"][0] == {"id": "Mark Sandrich", "name": "Mark Sandrich"}
+    assert list(data) == ["question", "reasoner", "topic_entities", "answers", "evidence", "notes", "llm_calls",
+                          "prompt_tokens", "completion_tokens", "kg_queries", "seconds"]
+    assert data["question"] == "who directed Top Hat" and data["topic_entities"] == ["Top Hat"]
+    assert {k: v for k, v in data["answers"][0].items() if k != "score"} == {"id": "Mark Sandrich",
+                                                                             "name": "Mark Sandrich"}
     assert data["evidence"][0]["text"] == "Top Hat —directed_by→ Mark Sandrich"
     assert data["evidence"][0]["steps"][0]["relation"] == "directed_by"
     assert data["llm_calls"] == 0 and data["prompt_tokens"] == 0 and data["completion_tokens"] == 0
@@ -64,7 +65,7 @@ def test_trace_shows_every_llm_call_and_graph_query(db):
                              "--n-ctx", "1024").stdout)
     assert as_json["llm_calls"] == len(as_json["trace"]["llm"]) >= 1
     assert as_json["trace"]["kg"][0]["primitive"]
-    assert any(note.startswith("depth 1: beam") for note in as_json["trace"]["notes"])
+    assert any(note.startswith("depth 1: beam") for note in as_json["notes"])
 
 
 def test_set_overrides_a_setting_and_unknown_settings_are_refused(db):
@@ -76,6 +77,17 @@ def test_set_overrides_a_setting_and_unknown_settings_are_refused(db):
     assert refused.exit_code != 0 and "tog has no setting bogus" in refused.output
     malformed = CliRunner().invoke(main, ["ask", "q", "--db", str(db), "--set", "width"])
     assert malformed.exit_code != 0 and "expected KEY=VALUE" in malformed.output
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("width=three", "Error: tog setting width: expected a whole number, got 'three'"),
+    ("prune=magic", "Error: tog setting prune: expected one of embed, llm, hybrid, got 'magic'"),
+    ("skip_reverse=ture", "Error: tog setting skip_reverse: expected true or false, got 'ture'"),
+])
+def test_a_bad_setting_value_is_one_line_and_a_nonzero_exit(db, setting, message):
+    refused = CliRunner().invoke(main, ["ask", "q", "--db", str(db), "--topic", "Top Hat", "--reasoner", "tog",
+                                        "--set", setting])
+    assert refused.exit_code == 1 and refused.output.strip() == message
 
 
 def test_without_a_topic_the_question_is_linked(db):

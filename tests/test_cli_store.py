@@ -6,9 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
+from localkg.errors import DatabaseFormatError
 from localkg.store import KG
 
 
@@ -98,3 +100,26 @@ def test_demo_builds_and_shows_the_evidence(tmp_path: Path) -> None:
     assert "answer: " in result.output
     # the evidence walks from the topic to a movie she starred in, then to its director
     assert "Ginger Rogers —starred_actors⁻¹→" in result.output and "—directed_by→" in result.output
+
+
+def test_stats_counts_once(tmp_path: Path, monkeypatch) -> None:
+    """``stats`` runs its count queries once (it read ``KG.stats`` twice)."""
+    with KG.create(tmp_path / "db") as kg:
+        kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich")])
+    calls = []
+    counted = KG.stats
+    monkeypatch.setattr(KG, "stats", lambda self: calls.append(1) or counted(self))
+    result = CliRunner().invoke(main, ["stats", "--db", str(tmp_path / "db"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["nodes"] == 2 and len(calls) == 1
+
+
+def test_an_older_database_format_opened_read_only_is_its_own_error(tmp_path: Path) -> None:
+    with KG.create(tmp_path / "db") as kg:
+        kg.update_manifest(format=2)
+    with pytest.raises(DatabaseFormatError, match="has database format 2; open it once read-write"):
+        KG.open(tmp_path / "db", read_only=True)
+    result = CliRunner().invoke(main, ["stats", "--db", str(tmp_path / "db")])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert "has database format 2" in result.output
+

@@ -14,8 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
-from localkg.datasets import read_questions
-from localkg.datasets import select_questions
+from localkg.datasets import read_questions, select_questions
 from localkg.evaluation.metrics import Prediction, score_question
 
 FIXTURES = Path(__file__).parent / "fixtures"

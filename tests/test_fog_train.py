@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from localkg.datasets import Question, TrainingSet, read_questions, resolve_topics, select_questions, select_training_questions
 from localkg.errors import TrainingDataError
-from localkg.datasets import Question, read_questions
-from localkg.datasets import resolve_topics, select_questions
 from localkg.fog.features import TextVectors, triple_key
 from localkg.fog.supervision import SupervisionLimits, build_example, gold_relation_paths, metaqa_relation_path
-from localkg.datasets import TrainingSet, select_training_questions
 from localkg.fog.train import TrainConfig, build_examples, train_scorer
 from localkg.store.model import IN, OUT
 

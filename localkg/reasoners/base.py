@@ -153,6 +153,7 @@ class Reasoner(ABC):
     name: ClassVar[str] = ""
     Settings: ClassVar[type] = NoSettings
     uses_llm: ClassVar[bool] = True
+    uses_graph: ClassVar[bool] = True   # False: the question is answered without topic entities (not linked)
 
     def __init__(self, context: Context, **overrides: Any):
         self.context = context
@@ -175,10 +176,10 @@ class Reasoner(ABC):
         previous_log, self.kg.log = self.kg.log, log
         llm_mark = self._llm_mark()
         try:
-            topics = list(topic_entities) if topic_entities else self._link(question, result)
+            topics = list(topic_entities or []) if topic_entities or not self.uses_graph else self._link(question, result)
             result.topic_entities = topics
             known = [t for t in topics if self.kg.has_node(t)]
-            if not known:
+            if not known and self.uses_graph:
                 result.notes.append("no answer found: no topic entity of the question is in the graph"
                                     if topics else "no answer found: no topic entity could be linked")
             else:

@@ -35,6 +35,7 @@ class IOReasoner(Reasoner):
     """The LLM alone, answering directly (the "IO prompt" baseline of the KGQA papers)."""
 
     name = "io"
+    uses_graph = False
     Settings = IOReasonerSettings
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
@@ -57,6 +58,7 @@ class CoTReasoner(Reasoner):
     """The LLM alone, reasoning step by step before it answers (chain of thought)."""
 
     name = "cot"
+    uses_graph = False
     Settings = CoTReasonerSettings
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:

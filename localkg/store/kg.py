@@ -32,6 +32,7 @@ import kuzu
 from localkg.errors import (
     DatabaseDamagedError,
     DatabaseExistsError,
+    DatabaseFormatError,
     DatabaseLockedError,
     DatabaseNotFoundError,
     ReadOnlyQueryError,
@@ -159,8 +160,8 @@ class KG:
             return
         if self.read_only:
             self.close()
-            raise DatabaseNotFoundError(f"{self.path} has database format {version}; open it once read-write "
-                                        f"to upgrade it to format {schema.FORMAT_VERSION}")
+            raise DatabaseFormatError(f"{self.path} has database format {version}; open it once read-write "
+                                      f"to upgrade it to format {schema.FORMAT_VERSION}")
         for old in range(version, schema.FORMAT_VERSION):
             for statement in schema.MIGRATIONS[old]:
                 self._connection.execute(statement)
