@@ -64,8 +64,9 @@ def stats(db: Path, as_json: bool) -> None:
     from localkg.store import KG
 
     with KG.open(db, read_only=True) as kg:
-        counts = asdict(kg.stats())
-        counts["nodes"] = kg.stats().nodes
+        stats = kg.stats()
+        counts = asdict(stats)
+        counts["nodes"] = stats.nodes
         counts["generation"] = kg.generation
     if as_json:
         echo_json(counts)
@@ -641,20 +642,11 @@ def parse_settings(settings: tuple[str, ...]) -> dict[str, str]:
 
 
 def ask_json(result: Any, trace: bool) -> dict[str, Any]:
-    """The ``localkg ask --json`` object; ``--trace`` adds the notes, every LLM call and every KG query."""
-    from localkg.reasoners.base import path_to_json
-
-    data: dict[str, Any] = {
-        "question": result.question,
-        "answers": [{"id": answer.id, "name": answer.name} for answer in result.answers],
-        "evidence": [path_to_json(path) for path in result.evidence],
-        "llm_calls": len(result.llm_calls),
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "seconds": round(result.seconds, 3),
-    }
-    if trace:
-        data["trace"] = {"notes": result.notes, "llm": result.llm_calls, "kg": result.kg_queries}
+    """The ``localkg ask --json`` object: ``Result.to_json``, whose ``trace`` (every LLM call and
+    every KG query) only with ``--trace``."""
+    data = result.to_json()
+    if not trace:
+        del data["trace"]
     return data
 
 
