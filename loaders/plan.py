@@ -5,7 +5,8 @@ of text of the first file), parses it with the load's own format, and scales wha
 made (lines, nodes, facts, names per byte; text per compressed byte) to the whole input. The
 costs per row are measured constants, each naming where it was measured. The buffer pool is then
 about a quarter of the available memory, but no larger than one flush of everything the input
-is expected to stage: a larger pool means fewer flushes, and past that it buys nothing.
+is expected to stage (a larger pool means fewer flushes, and past that it buys nothing), nor than
+leaves room for the memory the stored nodes will cost. The plan warns when even that does not fit.
 ``localkg load freebase|wikidata --plan`` prints the plan and stops.
 """
 from __future__ import annotations
@@ -90,18 +91,25 @@ def available_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def choose_buffer_pool(expected_rows: int, available_bytes: int) -> tuple[int, str]:
-    """A quarter of ``available_bytes``, no more than one flush of ``expected_rows`` needs, at least
-    :data:`MIN_POOL_BYTES`; with the reason, for the plan."""
-    quarter = int(available_bytes * POOL_SHARE_OF_MEMORY)
-    needed = max(1, expected_rows) * POOL_BYTES_PER_FLUSHED_ROW
-    if needed < quarter:
-        chosen, reason = needed, f"automatic: all {expected_rows:,} expected rows in one flush"
-    else:
-        chosen, reason = quarter, f"automatic: a quarter of {_size(available_bytes)} available"
+def choose_buffer_pool(expected_rows: int, available_bytes: int, expected_nodes: int = 0) -> tuple[int, str]:
+    """A quarter of ``available_bytes``, no more than one flush of ``expected_rows`` needs, nor than keeps
+    the estimated peak (``peak_memory``) within ``available_bytes`` with ``expected_nodes`` stored, at
+    least :data:`MIN_POOL_BYTES`; with the reason, for the plan."""
+    choices = [(int(available_bytes * POOL_SHARE_OF_MEMORY), f"automatic: a quarter of {_size(available_bytes)} available"),
+               (max(1, expected_rows) * POOL_BYTES_PER_FLUSHED_ROW,
+                f"automatic: all {expected_rows:,} expected rows in one flush"),
+               (DEFAULT_POOL_BYTES + (available_bytes - peak_memory(DEFAULT_POOL_BYTES, expected_nodes)) // 2,
+                f"automatic: what keeps the peak within {_size(available_bytes)} with {expected_nodes:,} nodes")]
+    chosen, reason = min(choices)
     if chosen < MIN_POOL_BYTES:
         chosen, reason = MIN_POOL_BYTES, f"automatic: the minimum, {_size(MIN_POOL_BYTES)}"
     return (chosen + (1 << 20) - 1) >> 20 << 20, reason
+
+
+def peak_memory(buffer_pool_bytes: int, nodes: int) -> int:
+    """The load's estimated peak: its measured base, a pool above the measured 1 GiB twice (itself and
+    about as much outside it, docs/loading.md), and the fact copy's cost per stored node."""
+    return LOAD_BASE_BYTES + 2 * max(0, buffer_pool_bytes - DEFAULT_POOL_BYTES) + STORED_NODE_BYTES * nodes
 
 
 def plan_load(paths: Sequence[str | Path], fmt: DumpFormat, buffer_pool_bytes: int | None = None,
@@ -127,12 +135,11 @@ def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, node
     rows = facts + nodes
     available = available_memory_bytes() if available_bytes is None else available_bytes
     if buffer_pool_bytes is None:
-        pool, reason = choose_buffer_pool(rows, available)
+        pool, reason = choose_buffer_pool(rows, available, nodes)
     else:
         pool, reason = buffer_pool_bytes, "--buffer-pool-mb"
     per_flush = max(1, pool // POOL_BYTES_PER_FLUSHED_ROW)
-    # a pool above the measured 1 GiB adds itself and about as much outside it (docs/loading.md)
-    peak = LOAD_BASE_BYTES + 2 * max(0, pool - DEFAULT_POOL_BYTES) + STORED_NODE_BYTES * nodes
+    peak = peak_memory(pool, nodes)
     disk = DISK_BYTES_PER_FACT * facts + KEY_BYTES * (facts + nodes + 2 * names)
     return LoadPlan(input_bytes, sample, text, lines, facts, nodes, names, pool, reason, per_flush,
                     max(1, math.ceil(rows / per_flush)), peak, disk, lines / LINES_PER_SECOND_2_CORES, available)

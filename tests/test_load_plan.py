@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from localkg.cli import main
 from localkg.loaders.freebase import freebase_format
-from localkg.loaders.plan import MIN_POOL_BYTES, choose_buffer_pool, plan_load
+from localkg.loaders.plan import MIN_POOL_BYTES, choose_buffer_pool, peak_memory, plan_load
 from localkg.store.writer import POOL_BYTES_PER_FLUSHED_ROW
 
 GIB = 1 << 30
@@ -40,6 +40,15 @@ def test_pool_stops_at_what_one_flush_of_the_input_needs() -> None:
     assert rows * POOL_BYTES_PER_FLUSHED_ROW <= pool < rows * POOL_BYTES_PER_FLUSHED_ROW + (1 << 20)
     assert "one flush" in reason
     assert choose_buffer_pool(expected_rows=1_000, available_bytes=64 * GIB)[0] == MIN_POOL_BYTES
+
+
+def test_pool_shrinks_to_keep_the_peak_within_memory() -> None:
+    nodes = 300_000_000  # 39 GB of the fact copy's per-node cost
+    pool, reason = choose_buffer_pool(expected_rows=10**9, available_bytes=64 * GIB, expected_nodes=nodes)
+    assert pool < 16 * GIB and "keeps the peak within" in reason
+    assert abs(peak_memory(pool, nodes) - 64 * GIB) < 2 << 20
+    starved, _ = choose_buffer_pool(expected_rows=10**9, available_bytes=16 * GIB, expected_nodes=nodes)
+    assert starved == MIN_POOL_BYTES
 
 
 def test_plan_of_a_generated_dump_matches_its_load(dump: tuple[Path, dict], tmp_path: Path) -> None:
