@@ -13,7 +13,8 @@ import pytest
 from localkg.datasets import Question, TrainingSet, read_questions, resolve_topics, select_questions, select_training_questions
 from localkg.errors import TrainingDataError
 from localkg.fog.features import TextVectors, triple_key
-from localkg.fog.supervision import SupervisionLimits, build_example, gold_relation_paths, metaqa_relation_path
+from localkg.datasets.metaqa import metaqa_relation_path
+from localkg.fog.supervision import SupervisionLimits, build_example, gold_relation_paths
 from localkg.fog.train import TrainConfig, build_examples, train_scorer
 from localkg.store.model import IN, OUT
 

@@ -33,25 +33,9 @@ from typing import Any, Sequence
 from localkg.errors import TrainingDataError
 from localkg.fog.features import QuestionGraph, TripleKey, bfs_levels, triple_key
 from localkg.store.kg import KG
-from localkg.store.model import IN, OUT, Node, Triple
+from localkg.datasets.metaqa import RelationStep, metaqa_relation_path
+from localkg.store.model import OUT, Node, Triple
 from localkg.text import without_mentions
-
-#: MetaQA's question-type words → the KB relation that links a film to that kind of thing.
-METAQA_RELATIONS = {
-    "actor": "starred_actors",
-    "director": "directed_by",
-    "writer": "written_by",
-    "year": "release_year",
-    "genre": "has_genre",
-    "tag": "has_tags",
-    "tags": "has_tags",
-    "language": "in_language",
-    "imdbrating": "has_imdb_rating",
-    "imdbvotes": "has_imdb_votes",
-}
-
-RelationStep = tuple[str, str]  # (relation, direction walked: out = head→tail, in = tail→head)
-
 
 @dataclass(frozen=True)
 class SupervisionLimits:
@@ -66,21 +50,6 @@ class SupervisionLimits:
     hops: int = 3
     context_per_node: int = 30
     context_frontier: int = 3
-
-
-def metaqa_relation_path(qtype: str) -> list[RelationStep]:
-    """``actor_to_movie_to_year`` → [(starred_actors, in), (release_year, out)]."""
-    kinds = qtype.split("_to_")
-    steps = []
-    for before, after in zip(kinds, kinds[1:]):
-        if after == "movie" and before in METAQA_RELATIONS:
-            steps.append((METAQA_RELATIONS[before], IN))
-        elif before == "movie" and after in METAQA_RELATIONS:
-            steps.append((METAQA_RELATIONS[after], OUT))
-        else:
-            raise TrainingDataError(f"MetaQA question type {qtype!r} has a step {before}_to_{after} "
-                                    "that is not film-centred")
-    return steps
 
 
 def gold_relation_paths(question: Any, topics: Sequence[str]) -> list[tuple[str, list[RelationStep]]]:

@@ -143,7 +143,7 @@ def gold_relation_paths(question: Any) -> list[tuple[str, ...]] | None:
     (MetaQA's question type, PathQuestion's path, WC2014's one hop per topic); None elsewhere.
     Names only: PathQuestion's paths do not say which way a hop was walked."""
     if question.qtype and "_to_" in question.qtype:
-        from localkg.fog.supervision import metaqa_relation_path
+        from localkg.datasets.metaqa import metaqa_relation_path
 
         return [tuple(relation for relation, _direction in metaqa_relation_path(question.qtype))]
     relations = question.meta.get("relation_path")
