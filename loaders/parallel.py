@@ -419,7 +419,9 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 parts.append(result.batch)
                 result.batch = FactBatch()
                 parsed.append((meta, result))
-                if sum(m.size for m, _ in parsed) >= batch_bytes:
+                over_limit = max_rejects is not None and report.rejected + sum(
+                    len(r.rejects) for _, r in parsed) > max_rejects  # stop now, keeping the lines before
+                if over_limit or sum(m.size for m, _ in parsed) >= batch_bytes:
                     write_batch()
             if parsed:
                 write_batch()

@@ -1,11 +1,13 @@
 """Rejected input lines: counted by reason and written to ``DB/rejects.tsv``.
 
 Bad input loses nothing: every line a loader cannot use is appended with the
-file it came from, its line number and the reason, so a user can fix and
-reload just those lines. ``max_rejects`` turns too many into an error.
+file it came from, its line number, the reason and the run (when the load that
+rejected it started), so a user can fix and reload just those lines, and tell
+one run's rejects from another's. ``max_rejects`` turns too many into an error.
 """
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +24,7 @@ class RejectLog:
         self.path = Path(db_path) / schema.REJECTS_FILE
         self.max_rejects = max_rejects
         self.by_reason: Counter[str] = Counter()
+        self.run = time.strftime("%Y-%m-%dT%H:%M:%S")  # names this load's rows in the file
         self._handle = None
 
     @property
@@ -36,9 +39,9 @@ class RejectLog:
             new = not self.path.exists()
             self._handle = open(self.path, "a", encoding="utf-8")
             if new:
-                self._handle.write("source\tline\treason\traw\n")
+                self._handle.write("source\tline\treason\traw\trun\n")
         shown = raw.rstrip("\r\n")[:MAX_RAW_CHARS].replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-        self._handle.write(f"{source}\t{line_number}\t{reason}\t{shown}\n")
+        self._handle.write(f"{source}\t{line_number}\t{reason}\t{shown}\t{self.run}\n")
         self.by_reason[reason] += 1
         if self.max_rejects is not None and self.total > self.max_rejects:
             self.close()

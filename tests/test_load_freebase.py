@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
-from localkg.errors import LoadError
+from localkg.errors import LoadError, TooManyRejectsError
 from localkg.loaders.freebase import PredicateFilter, freebase_id, load_freebase
 from localkg.store import KG
 
@@ -402,3 +402,16 @@ def test_cvt_marking_in_small_ranges_marks_the_same_nodes(tmp_path: Path, genera
         assert ranged.details["cvt_nodes_marked"] == report.details["cvt_nodes_marked"] > 0
         cvts = "MATCH (n:Node) WHERE n.kind = 'cvt' RETURN n.id ORDER BY n.id"
         assert kg.execute(cvts).get_all() == reference.execute(cvts).get_all()
+
+
+def test_max_rejects_stops_at_the_chunk_that_crosses_it(tmp_path: Path) -> None:
+    """--max-rejects stops the load where the limit is crossed (was: after the whole batch, for a
+    small dump the whole file), keeping the good lines before it."""
+    source = tmp_path / "bad.nt"
+    summary = make_dump(source, 3000, "--corrupt", "0.05", "--seed", "6")
+    with KG.create(tmp_path / "db") as kg:
+        with pytest.raises(TooManyRejectsError, match="more than 3 lines rejected"):
+            load_freebase(kg, [source], workers=0, progress=False, max_rejects=3, chunk_bytes=32 << 10,
+                          batch_bytes=64 << 20)
+        assert 0 < kg.stats().facts < summary["kinds"]["fact"] / 4
+    assert len((tmp_path / "db" / "rejects.tsv").read_text().splitlines()[1:]) == 4

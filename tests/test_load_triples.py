@@ -215,10 +215,15 @@ def test_rejects_file_has_line_numbers_and_reasons(kg: KG, tmp_path: Path) -> No
     assert (report.facts_loaded, report.rejected) == (2, 3)
     assert accounted(report)
     rows = [line.split("\t") for line in (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()]
-    assert rows[0] == ["source", "line", "reason", "raw"]
+    assert rows[0] == ["source", "line", "reason", "raw", "run"]
     assert [(row[1], row[2]) for row in rows[1:]] == [
         ("2", "expected 3 fields separated by '|', found 2"), ("3", "invalid UTF-8"), ("4", "expected 3 fields separated by '|', found 4")]
     assert report.rejected_by_reason["invalid UTF-8"] == 1
+    first_run = {row[4] for row in rows[1:]}
+    time.sleep(1.1)
+    load_triples(kg, [path], progress=False)  # the same rejects again: another run, told apart
+    rows = [line.split("\t") for line in (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 7 and len(first_run) == 1 and {row[4] for row in rows[4:]}.isdisjoint(first_run)
 
 
 def test_max_rejects_stops_with_a_clear_error(kg: KG, tmp_path: Path) -> None:
