@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from localkg.cli import main
 from localkg.evaluation.harness import without_timing
+from localkg.reasoners import base
 
 
 def invoke(*args: object):
@@ -145,8 +146,10 @@ def test_ctrl_c_or_a_dead_worker_stops_the_run_cleanly(stop, metaqa_sample, tmp_
 
 
 RAISING_REASONER = """
-    from localkg.reasoners.base import register
+    from localkg.reasoners.base import REASONERS, register
     from localkg.reasoners.baselines import EmbedPathReasoner
+
+    REASONERS["raises-on-one"] = __name__
 
 
     @register
@@ -169,6 +172,8 @@ def test_a_reasoner_that_raises_stops_the_run_naming_the_question(metaqa_sample,
     (tmp_path / "plugin").mkdir()
     (tmp_path / "plugin" / "raising_reasoner.py").write_text(textwrap.dedent(RAISING_REASONER.format(topic=topic)))
     monkeypatch.syspath_prepend(str(tmp_path / "plugin"))
+    monkeypatch.setattr(base, "REASONERS", dict(base.REASONERS))   # the plugin's name leaves with the test
+    monkeypatch.setattr(base, "REGISTRY", dict(base.REGISTRY))
     import raising_reasoner  # noqa: F401  (registers the reasoner in this process)
 
     out = tmp_path / "run"
