@@ -11,7 +11,8 @@ Formats (``format="auto"`` picks one from the file's content):
 ``metaqa``           ``question with [topic]\\tans1|ans2``; a line-aligned ``<stem>_qtype.txt`` beside it
                      gives the question types (and the hop count)
 ``pathquestion``     PathQuestion ``question\\tanswer(ans1/ans2/)\\tsubject#r1#e1#r2#...``
-``worldcup``         WC2014 conjunctive ``question\\tanswer\\tpaths\\tans1/ans2/\\tfacts\\ttopic1/topic2``
+``worldcup``         WC2014: conjunctive WC-C ``question\\tanswer\\tpaths\\tans1/ans2/\\tfacts\\ttopic1/topic2``,
+                     path questions WC-P/WC-P1/WC-P2 ``question\\tanswer\\thead#r1#e1#r2#answer\\tans1/ans2/\\tfacts``
 ``tog``              ToG-style JSON list (CWQ, WebQuestions, GrailQA, SimpleQA, QALD-10, T-REx, Zero-Shot RE, Creak)
 ``rog``              RoG JSONL: ``question``, ``answer``, ``q_entity``, ``a_entity``, ``graph`` ([h, r, t] names)
 ``mintaka``          Mintaka JSON list (``questionEntity``, ``answer.answer``)
@@ -117,7 +118,7 @@ def detect_format(path: Path) -> str:
         return "metaqa"
     if len(columns) == 3 and re.fullmatch(r".*\(.*/\)", columns[1]) and "#" in columns[2]:
         return "pathquestion"
-    if len(columns) == 6 and "#" in columns[2]:
+    if len(columns) in (5, 6) and "#" in columns[2]:
         return "worldcup"
     if len(columns) == 4 and re.fullmatch(r"(Q\d+|www\.freebase\.com/m/\S+)", columns[0]):
         return "simplequestions"
@@ -215,14 +216,17 @@ def read_pathquestion(path: Path) -> Iterator[Question]:
         named, answer_set = _split_answer_field(answer.strip())
         if answer_set is None:
             raise DatasetError(f"{path}:{number}: answer field {answer!r} is not answer(a1/a2/)")
-        elements = gold_path.strip().split("#")
-        if "<end>" in elements:
-            elements = elements[:elements.index("<end>")]
-        relations = elements[1::2]
-        yield Question(id=f"{path.stem}:{number}", text=text.strip(),
-                       answers=_singletons([named, *answer_set]),
-                       topic_entities=[elements[0]], hop=len(relations),
-                       meta={"relation_path": relations})
+        yield _path_question(f"{path.stem}:{number}", text, [named, *answer_set], gold_path, qtype=None)
+
+
+def _path_question(qid: str, text: str, answers: list[str], gold_path: str, qtype: str | None) -> Question:
+    """A question whose gold path ``head#r1#e1#r2#...`` (up to an ``<end>``) starts at its topic."""
+    elements = gold_path.strip().split("#")
+    if "<end>" in elements:
+        elements = elements[:elements.index("<end>")]
+    relations = elements[1::2]
+    return Question(id=qid, text=text.strip(), answers=_singletons(answers), topic_entities=[elements[0]],
+                    hop=len(relations), qtype=qtype, meta={"relation_path": relations})
 
 
 def _split_answer_field(field: str) -> tuple[str, list[str] | None]:
@@ -240,8 +244,14 @@ def _split_answer_field(field: str) -> tuple[str, list[str] | None]:
 
 
 def read_worldcup(path: Path) -> Iterator[Question]:
-    """WC2014 (WC-C conjunctive questions): the fourth field is the set of all correct answers,
-    the sixth the topic entities (``Forward/Mexico``); every gold path is one hop."""
+    """WC2014. The fourth field is the set of all correct answers. A conjunctive WC-C line has six
+    fields, the sixth the topic entities (``Forward/Mexico``), every gold path one hop. A path
+    question of WC-P, WC-P1 or WC-P2 has five: its gold path (``head#rel#tail#rel#answer``,
+    starting at the topic entity) is the third, the facts the fifth. The first line decides."""
+    if len(_first_line(path).split("\t")) == 5:  # type: ignore[union-attr]  (read_questions refuses empty files)
+        for number, (text, answer, gold_path, answer_set, _facts) in _tab_lines(path, 5):
+            yield _path_question(f"{path.stem}:{number}", text, [answer, *answer_set.split("/")], gold_path, "path")
+        return
     for number, (text, answer, paths, answer_set, _facts, topics) in _tab_lines(path, 6):
         gold_paths = [p.split("#") for p in paths.split("*") if p]
         hops = [len(p[:p.index("<end>")] if "<end>" in p else p) // 2 for p in gold_paths]
