@@ -17,6 +17,7 @@ from localkg.errors import LoadError
 
 _GZIP = b"\x1f\x8b"
 _BZIP2 = b"BZh"
+POSITION_EVERY = 1024
 
 
 def open_binary(path: str | Path) -> BinaryIO:
@@ -41,14 +42,24 @@ def iter_lines(path: str | Path, start_line: int = 0) -> Iterator[tuple[int, byt
     Decompression errors (a truncated ``.gz``, a damaged block) become :class:`LoadError`
     after every complete line before the damage has been yielded.
     """
+    for number, line, _ in iter_lines_with_position(path, start_line):
+        yield number, line
+
+
+def iter_lines_with_position(path: str | Path, start_line: int = 0) -> Iterator[tuple[int, bytes, int]]:
+    """:func:`iter_lines` with the bytes read so far of the file itself (compressed, for a
+    compressed file: what a progress bar over the file's size counts), updated every
+    :data:`POSITION_EVERY` lines."""
     path = Path(path)
-    number = 0
+    number = position = 0
     handle = open_binary(path)
     try:
         with handle:
             for number, line in enumerate(handle, start=1):
+                if number % POSITION_EVERY == 0:
+                    position = compressed_position(handle)
                 if number > start_line:
-                    yield number, line
+                    yield number, line, position
     except (EOFError, OSError, zlib.error, ValueError) as error:
         raise LoadError(f"{path}: the file is truncated or corrupt after line {number} ({error})") from None
 

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from localkg.errors import LoadError
 from localkg.loaders.rejects import RejectLog
 from localkg.loaders.report import LoadReport
-from localkg.loaders.sources import iter_lines, open_binary
+from localkg.loaders.sources import iter_lines, iter_lines_with_position, open_binary
 from localkg.store.kg import KG
 from localkg.store.batch import FactBatch
 
@@ -257,11 +257,11 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
                 bar = tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=path.name,
                            disable=not progress, leave=False)
                 with bar:
-                    for batch, consumed in batches:
+                    for batch, position in batches:
                         _apply_names(batch, name_map)
                         report.add_written(writer.write(batch))
                         report.chunks += 1
-                        bar.update(consumed)
+                        bar.update(max(0, position - bar.n))
         report.complete = True
     finally:
         rejects.close()
@@ -348,23 +348,23 @@ def _without_line(message: str) -> str:
 
 def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
                   rejects: RejectLog) -> Iterator[tuple[FactBatch, int]]:
-    """The file's lines parsed into batches (and the bytes each consumed). A damaged file (a
+    """The file's lines parsed into batches, each with the bytes of the file (compressed, for a
+    compressed file) read by its end. A damaged file (a
     truncated ``.gz``) ends with its last batch, every complete line before the damage in it,
     then :class:`LoadError` saying so."""
     parse = _line_parser(fmt, path)
-    batch, consumed, in_batch, number_read = FactBatch(), 0, 0, 0
-    lines = iter_lines(path)
+    batch, in_batch, number_read, position = FactBatch(), 0, 0, 0
+    lines = iter_lines_with_position(path)
     while True:
         try:
-            number, raw = next(lines)
+            number, raw, position = next(lines)
         except StopIteration:
             break
         except LoadError as damage:
-            yield batch, consumed
+            yield batch, position
             raise LoadError(f"{damage}; the {number_read:,} lines read before it were loaded") from None
         number_read = number
         report.lines_read += 1
-        consumed += len(raw)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -390,10 +390,10 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
             batch.add_fact(*fact)
         in_batch += 1
         if in_batch == batch_lines:
-            yield batch, consumed
-            batch, consumed, in_batch = FactBatch(), 0, 0
+            yield batch, position
+            batch, in_batch = FactBatch(), 0
     if batch.heads or batch.nodes:
-        yield batch, consumed
+        yield batch, path.stat().st_size
 
 
 def _skip(report: LoadReport, reason: str) -> None:

@@ -130,6 +130,26 @@ def test_turtle_syntax_error_is_one_clear_error_and_keeps_the_statements_before_
     assert kg.stats().facts == 6
 
 
+def test_progress_of_a_compressed_file_counts_its_compressed_bytes(kg: KG, shared: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bar's total is the file's size, so it counts the file's (compressed) bytes, not the text."""
+    import localkg.loaders.triples as triples_module
+    from tqdm import tqdm
+
+    bars = []
+
+    class Recorded(tqdm):
+        def close(self) -> None:
+            bars.append((self.n, self.total))
+            super().close()
+
+    monkeypatch.setattr(triples_module, "tqdm", Recorded)
+    path = tmp_path / "kb.txt.gz"
+    path.write_bytes(gzip.compress((shared / "metaqa" / "kb.txt").read_bytes()))
+    load_triples(kg, [path], format="psv", batch_lines=20_000, progress=True)
+    assert set(bars) == {(path.stat().st_size, path.stat().st_size)}  # (close runs twice: with, then del)
+
+
 def test_truncated_gzip_keeps_every_complete_line(kg: KG, shared: Path, tmp_path: Path) -> None:
     """MetaQA's kb.txt gzipped and cut in half: every complete line before the cut is loaded."""
     whole = gzip.compress((shared / "metaqa" / "kb.txt").read_bytes())
