@@ -61,7 +61,7 @@ def check_store(path: str | Path, sample: int = DEFAULT_SAMPLE, full: bool = Fal
         return problems + [str(error)]
     with kg:
         for table in KEYED_TABLES:
-            missing, looked_up = _unindexed(kg, table) if full else _unindexed_in_sample(kg, table, sample)
+            missing, looked_up = unindexed_keys(kg, table) if full else unindexed_keys_in_sample(kg, table, sample)
             if missing:
                 problems.append(f"{table}: {len(missing):,}{'+' if len(missing) >= _REPORTED else ''} of "
                                 f"{looked_up:,} ids looked up are in the table but not found by its primary key "
@@ -79,7 +79,7 @@ def kuzu_database(path: Path, read_only: bool, buffer_pool_bytes: int = 256 << 2
     return _open_database(path, read_only, buffer_pool_bytes)
 
 
-def _unindexed_in_sample(kg: KG, table: str, sample: int) -> tuple[list[str], int]:
+def unindexed_keys_in_sample(kg: KG, table: str, sample: int) -> tuple[list[str], int]:
     """Ids of a sample of ``table`` that a scan returns and a primary-key lookup does not find,
     and how many were looked up."""
     rows = kg._run(f"MATCH (x:{table}) RETURN count(*)")[0][0]
@@ -94,7 +94,7 @@ def _unindexed_in_sample(kg: KG, table: str, sample: int) -> tuple[list[str], in
                                               {"id": key})[0][0]], len(ids)
 
 
-def _unindexed(kg: KG, table: str) -> tuple[list[str], int]:
+def unindexed_keys(kg: KG, table: str) -> tuple[list[str], int]:
     """Ids of ``table`` (at most :data:`_REPORTED`) that its primary-key index does not find, and
     how many were looked up: every id is copied as a relationship from and to itself into a
     scratch table, whose ``COPY`` looks each end up by key and names the first it cannot find."""
