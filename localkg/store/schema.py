@@ -7,6 +7,8 @@ A localkg database is a directory::
       manifest.json     format version and load generation (indexes compare it)
       keys/             hash sets used to deduplicate appends (keyset.py)
       staged/           written batches waiting for the next flush into Kùzu (writer.py)
+      pending/          updates of stored nodes waiting for the end of the load (writer.py)
+      rebuild/          while `localkg check --repair` rebuilds graph.kuzu (check.py)
       rejects.tsv       malformed input lines, with file, line number and reason
       indexes/          FAISS indexes over entity and relation embeddings
 
