@@ -191,7 +191,10 @@ class ProcessPool(Pool):
         return len(self._processes)
 
     def _submit(self, worker: int, task: Task) -> None:
-        self._connections[worker].send(task)
+        try:
+            self._connections[worker].send(task)
+        except OSError:  # it died while idle; its sentinel tells the next wait
+            pass
 
     def _next_outcome(self, busy: dict[int, str]) -> tuple[int, Outcome]:
         watched = {self._connections[w]: w for w in busy} | {self._processes[w].sentinel: w for w in busy}
