@@ -209,7 +209,7 @@ def demo(db: Path | None, question: str | None, reasoner: str) -> None:
 class _RunByDefaultGroup(click.Group):
     """A group whose first argument, when it is not a subcommand, goes to ``run``: so
     ``localkg eval QUESTIONS --db DB`` runs an evaluation and ``localkg eval compare DIR...``
-    compares runs (a questions file literally named ``compare`` needs ``localkg eval run compare``)."""
+    compares runs (a questions file literally named ``compare`` or ``grid`` needs ``localkg eval run``)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
@@ -233,7 +233,8 @@ def fan_out_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @main.group("eval", cls=_RunByDefaultGroup)
 def eval_group() -> None:
     """Evaluate a reasoner on a questions file (`localkg eval QUESTIONS --db DB --reasoner NAME`),
-    or compare finished runs (`localkg eval compare DIR...`). Metric: docs/metrics.md."""
+    run a grid of evaluations (`localkg eval grid GRID.toml --out DIR`), or compare finished runs
+    (`localkg eval compare DIR...`). Metric: docs/metrics.md; workers, Ray, grids: docs/evaluation.md."""
 
 
 @eval_group.command("run")
