@@ -14,6 +14,7 @@ from localkg import prompts
 from localkg.errors import SettingsError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
+from localkg.reasoners.common import node_of
 from localkg.reasoners.dtkg import CHAIN, PARALLEL, ChainPath, DTKGReasoner, is_administrative
 from localkg.store.model import Path
 
@@ -92,7 +93,7 @@ def test_denoiser_drops_relations_the_model_finds_unnecessary(demo_kg, scorer):
 def test_chain_scores_multiply_and_search_stops_when_sufficient(demo_kg, scorer):
     llm = ScriptedLLM({"classify": [True], "sufficient": [True]})
     reasoner = dtkg(demo_kg, scorer, llm, d_max=3, max_expansions=6, necessity_theta=0.0)
-    start = reasoner._node("Top Hat")
+    start = node_of(demo_kg, "Top Hat")
     whole = ChainPath((), 1.0, [start], Path(()))
     half = ChainPath((), 0.5, [start], Path(()))
     children = reasoner.extend(QUESTION, "directed", whole, reasoner.answer(QUESTION, ["Top Hat"]))
@@ -114,7 +115,7 @@ def test_chain_scores_multiply_and_search_stops_when_sufficient(demo_kg, scorer)
 
 def test_parallel_links_subjects_and_verifies_or_rewrites(demo_kg, scorer):
     reasoner = dtkg(demo_kg, scorer, ScriptedLLM())
-    sources = [reasoner._node("Ginger Rogers"), reasoner._node("Top Hat")]
+    sources = [node_of(demo_kg, "Ginger Rogers"), node_of(demo_kg, "Top Hat")]
     assert reasoner.link_subject("top hat", sources).id == "Top Hat"
     assert reasoner.link_subject("Mark Sandrich", sources).id == "Mark Sandrich"   # an exact name in the graph
 

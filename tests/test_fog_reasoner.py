@@ -20,6 +20,7 @@ from localkg.fog.checkpoint import save_checkpoint
 from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
+from localkg.reasoners.common import node_of
 from localkg.errors import LocalKGError, SettingsError
 from localkg.fog.features import triple_key
 from localkg.reasoners.fog import FoGReasoner, _answer_options, answer_scores, check_update
@@ -64,7 +65,8 @@ def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer
     llm = ScriptedLLM()
     reasoner = fog(demo_kg, scorer, llm, llm_triples=30, min_potential=0)
     reasoner.triple_scorer = lambda question, topics: FixedScores()
-    expansion = reasoner.expand(FixedScores(), [QUESTION], {"Top Hat": reasoner._node("Top Hat")}, [], excluded=set())
+    expansion = reasoner.expand(FixedScores(), [QUESTION], {"Top Hat": node_of(demo_kg, "Top Hat")}, [],
+                                excluded=set())
     assert expansion.triples and not any(t.relation == "has_tags" for t in expansion.triples)  # 0.05 < tau_e
     result = reasoner.answer(QUESTION, ["Top Hat"])
     shown = shown_triples(llm.calls[0].prompt)
@@ -129,7 +131,7 @@ def test_with_two_topic_entities_triples_to_the_other_one_are_kept(demo_kg, scor
             return np.array([0.5 if "Fred Astaire" in (t.head.id, t.tail.id) else 0.05 for t in triples])
 
     reasoner = fog(demo_kg, scorer, ScriptedLLM(), hops=1)
-    sources = {name: reasoner._node(name) for name in ("Fred Astaire", "Ginger Rogers")}
+    sources = {name: node_of(demo_kg, name) for name in ("Fred Astaire", "Ginger Rogers")}
     expansion = reasoner.expand(FredOnly(), ["Which film starred Fred Astaire and Ginger Rogers?"], sources, [],
                                 excluded=set())
     ginger_films = {t.head.id for t in expansion.triples if t.tail.id == "Ginger Rogers"}

@@ -25,7 +25,7 @@ PROMPTS = "baselines"
 
 @dataclass(frozen=True)
 class IOReasonerSettings:
-    """io's settings."""
+    """Settings of ``io``."""
 
     max_tokens: int = 32
 
@@ -47,7 +47,7 @@ class IOReasoner(Reasoner):
 
 @dataclass(frozen=True)
 class CoTReasonerSettings:
-    """cot's settings."""
+    """Settings of ``cot``."""
 
     reasoning_tokens: int = 96
     max_tokens: int = 32
@@ -74,7 +74,7 @@ class CoTReasoner(Reasoner):
 
 @dataclass(frozen=True)
 class EmbedPathReasonerSettings:
-    """embed-path's settings."""
+    """Settings of ``embed-path``."""
 
     max_depth: int = 3
     beam: int = 3

@@ -89,7 +89,7 @@ def render_history(path: Path, k: int) -> str:
 
 @dataclass(frozen=True)
 class BoundedPathContextSettings:
-    """bpc's settings."""
+    """Settings of ``bpc``."""
 
     K: int = 1  # visible hops: 0 none, -1 all (the paper's best small-model setting: 1)
     width: int = 3  # relations per pick and ends per relation

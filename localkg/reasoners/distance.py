@@ -8,6 +8,7 @@ with ``depth_from=distance`` explores that depth and asks no sufficiency questio
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -19,6 +20,15 @@ from localkg.fog.scoring import TrainedTripleScorer
 #: Where tog and paths take the search depth from: ``model``, the papers' sufficiency check, or
 #: ``distance``, a trained answer-distance head.
 DepthSource = Literal["model", "distance"]
+
+
+@dataclass(frozen=True)
+class DistanceSettings:
+    """The settings of a reasoner that can take its depth from the answer-distance head."""
+
+    depth_from: DepthSource = "model"  # model: the paper's sufficiency check; distance: a trained answer-distance head
+    checkpoint: str = ""  # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
+    device: str = ""
 
 
 class AnswerDistance:

@@ -42,7 +42,7 @@ from typing import Literal, Sequence
 from localkg import prompts
 from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, AnswerSource, relation_filter, split_answers,
+from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter, split_answers,
                                      triple_words)
 from localkg.store.model import OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation, without_mentions
@@ -99,7 +99,7 @@ class FactCheck:
 
 @dataclass(frozen=True)
 class DTKGReasonerSettings:
-    """dtkg's settings."""
+    """Settings of ``dtkg``."""
 
     route: Literal["auto", "chain", "parallel"] = "auto"  # auto | chain | parallel (forced, for ablations)
     alpha: float = 0.5  # weight of the re-rank score against cosine
@@ -151,10 +151,6 @@ class DTKGReasoner(Reasoner):
             self.parallel(question, topics, result)
 
     # ------------------------------------------------------------------ shared scoring
-    def _node(self, entity: str) -> Node:
-        record = self.kg.node(entity)
-        return Node(record.id, record.name or record.value, record.kind)
-
     def hybrid_scores(self, query: str, texts: list[str], rerank_prompt: str, step: str,
                       result: Result) -> list[tuple[int, float]]:
         """Two-stage scores of ``texts``: cosine top ``top_n``, the LLM re-scores the best ``rerank_k``,
@@ -194,7 +190,7 @@ class DTKGReasoner(Reasoner):
 
     # ------------------------------------------------------------------ chain branch
     def chain(self, question: str, topics: list[str], result: Result) -> None:
-        central = self._node(topics[0])
+        central = node_of(self.kg, topics[0])
         query = without_mentions(question, [central.display])
         start = ChainPath(steps=(), score=1.0, ends=[central], example=Path(()))
         stack, finished, expansions = [start], [], 0
@@ -336,7 +332,7 @@ class DTKGReasoner(Reasoner):
             result.notes.append(f"draft: model call failed ({error})")
             draft = ""
         result.notes.append(f"draft: {draft.strip()}")
-        sources = [self._node(t) for t in topics]
+        sources = [node_of(self.kg, t) for t in topics]
         checks = [self.check_fact(question, fact, self.link_subject(subject, sources), result)
                   for subject, fact in self.atomic_facts(question, draft, sources, result)]
         checks = [c for c in checks if c.best is not None]

@@ -69,7 +69,7 @@ from localkg.errors import LocalKGError
 from localkg.fog.features import TripleKey, bfs_levels, triple_key
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, relation_filter
+from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter
 from localkg.store.model import Node, Path, Step, Triple
 from localkg.text import without_mentions
 
@@ -104,7 +104,7 @@ class MemoryUpdate:
 
 @dataclass(frozen=True)
 class FoGReasonerSettings:
-    """fog's settings."""
+    """Settings of ``fog``."""
 
     checkpoint: str = ""  # "" → <db>/fog/scorer.pt when it exists, else similarity scores
     hops: int = 3  # L
@@ -162,7 +162,7 @@ class FoGReasoner(Reasoner):
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         scorer = self.triple_scorer(question, topics)
         result.notes.append(f"scores: {scorer.description}")
-        sources = {t: self._node(t) for t in topics}
+        sources = {t: node_of(self.kg, t) for t in topics}
         sub_questions = self.decompose(question, result) if self.settings.decompose else []
         memory: dict[TripleKey, Triple] = {}
         masked: set[TripleKey] = set()
@@ -219,10 +219,6 @@ class FoGReasoner(Reasoner):
             result.answers = model_answers
         support = list(seen.values())
         result.evidence = evidence_paths(list(sources), support, [a.id for a in result.answers])
-
-    def _node(self, entity: str) -> Node:
-        record = self.kg.node(entity)
-        return Node(record.id, record.name or record.value, record.kind)
 
     def decompose(self, question: str, result: Result) -> list[str]:
         """Sub-questions from the LLM (one call); none when the call fails."""

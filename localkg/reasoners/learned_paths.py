@@ -27,7 +27,7 @@ PROMPTS = "learned_paths"
 
 @dataclass(frozen=True)
 class LearnedPathsReasonerSettings:
-    """learned-paths's settings."""
+    """Settings of ``learned-paths``."""
 
     checkpoint: str = ""
     beam: int = 10

@@ -48,8 +48,8 @@ from typing import Any, Sequence
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, ask_yes_no, bulleted, model_choice, model_json,
-                                     relation_filter, string_list)
-from localkg.reasoners.distance import AnswerDistance, DepthSource, describe, likely_depth
+                                     node_of, relation_filter, string_list)
+from localkg.reasoners.distance import AnswerDistance, DistanceSettings, describe, likely_depth
 from localkg.reasoners.relation_paths import path_similarities, rank_relation_paths
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation, without_mentions
@@ -106,8 +106,8 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class PathsReasonerSettings:
-    """paths's settings."""
+class PathsReasonerSettings(DistanceSettings):
+    """Settings of ``paths``."""
 
     max_depth: int = 3  # D_max (paper: 3)
     fuzzy_width: int = 80  # W1: paths kept by embedding similarity (paper: 80)
@@ -122,9 +122,6 @@ class PathsReasonerSettings:
     summary_tokens: int = 0  # path summarising before the check (0: off, as the default setting)
     analysis_tokens: int = 96
     max_answers: int = 50
-    depth_from: DepthSource = "model"  # model: the paper's sufficiency check; distance: a trained answer-distance head
-    checkpoint: str = ""  # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
-    device: str = ""
 
 
 @register
@@ -140,7 +137,7 @@ class PathsReasoner(Reasoner):
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
-        nodes = [self._node(t) for t in topics]
+        nodes = [node_of(self.kg, t) for t in topics]
         topic_ids = frozenset(n.id for n in nodes)
         query = without_mentions(question, [n.display for n in nodes])
         head_depth = None
@@ -430,10 +427,6 @@ class PathsReasoner(Reasoner):
         count = len(answers)
         result.answers = [Answer(n.id, n.display, round(1.0 - i / max(count, 1), 4)) for i, n in enumerate(answers)]
         result.evidence = list(best.examples) + [path for other in stage.selected[1:] for path in other.examples[:1]]
-
-    def _node(self, entity: str) -> Node:
-        record = self.kg.node(entity)
-        return Node(record.id, record.name or record.value, record.kind)
 
 
 def _walked(relation: str, direction: str) -> str:

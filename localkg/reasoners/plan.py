@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.common import (ask_yes_no, bulleted, model_choice, model_json,
-                                     string_list, triple_words)
+from localkg.reasoners.common import (ask_yes_no, bulleted, model_choice, model_json, node_of, string_list,
+                                     triple_words)
 from localkg.reasoners.exploration import Exploration, ExplorationSettings, GraphExplorer, path_match, path_to
 from localkg.store.model import Node, Step, Triple
 from localkg.text import without_mentions
@@ -54,7 +54,7 @@ class _Depth:
 
 @dataclass(frozen=True)
 class PlanReasonerSettings(ExplorationSettings):
-    """plan's settings: the exploration's, and these."""
+    """Settings of ``plan``: the exploration's, and these."""
 
     max_depth: int = 4  # exploration depths (paper: 4)
     max_reflections: int = 5  # reflections that may add back earlier entities (paper: 5)
@@ -76,7 +76,7 @@ class PlanReasoner(Reasoner):
         objectives = self.decompose(question, notes)
         notes.append(f"sub-objectives: {' | '.join(objectives)}")
         explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.settings)
-        topic_nodes = [self._node(t) for t in topics]
+        topic_nodes = [node_of(self.kg, t) for t in topics]
         query = without_mentions(question, [n.display for n in topic_nodes])
         objectives_text = "; ".join(objectives)
         frontier = list(topic_nodes)
@@ -188,10 +188,6 @@ class PlanReasoner(Reasoner):
         count = len(answers)
         result.answers = [Answer(n.id, n.display, round(1.0 - i / max(count, 1), 4)) for i, n in enumerate(answers)]
         result.evidence = [path_to(n.id, depth.via) for n in answers[:5]]
-
-    def _node(self, entity: str) -> Node:
-        record = self.kg.node(entity)
-        return Node(record.id, record.name or record.value, record.kind)
 
 
 def _memory_text(memory: dict[str, list[str]]) -> str:

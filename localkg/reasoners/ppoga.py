@@ -41,7 +41,7 @@ from typing import Any
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
-from localkg.reasoners.common import bulleted, model_json, string_list, triple_words
+from localkg.reasoners.common import bulleted, model_json, node_of, string_list, triple_words
 from localkg.reasoners.exploration import (EXPLORATION_PROMPTS, Exploration, ExplorationSettings, GraphExplorer,
                                            path_match, path_to)
 from localkg.store.model import Node, Step, Triple
@@ -112,7 +112,7 @@ class KnowledgeMemory:
 
 @dataclass(frozen=True)
 class PPoGAReasonerSettings(ExplorationSettings):
-    """ppoga's settings: its executor's (Plan-on-Graph's exploration), and these."""
+    """Settings of ``ppoga``: its executor's (Plan-on-Graph's exploration), and these."""
 
     min_steps: int = 3  # plan length (paper: 3–5 steps)
     max_steps: int = 5
@@ -134,7 +134,7 @@ class PPoGAReasoner(Reasoner):
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
         calls_before = len(self.llm.calls)
-        topic_nodes = [self._node(t) for t in topics]
+        topic_nodes = [node_of(self.kg, t) for t in topics]
         query = without_mentions(question, [n.display for n in topic_nodes])
         explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.settings, EXPLORATION_PROMPTS)
         knowledge = KnowledgeMemory(entities={n.id: n for n in topic_nodes})
@@ -305,6 +305,3 @@ class PPoGAReasoner(Reasoner):
             unexpanded = [unexpanded[i] for i, _score in ranked]
         return list({n.id: n for n in topics + unexpanded}.values())
 
-    def _node(self, entity: str) -> Node:
-        record = self.kg.node(entity)
-        return Node(record.id, record.name or record.value, record.kind)

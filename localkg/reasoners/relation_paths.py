@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from localkg.indexes.stems import content_stems
+from localkg.reasoners.common import node_of
 from localkg.store.kg import KG
 from localkg.store.model import OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation, without_mentions
@@ -72,8 +73,7 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
     reached the same way mostly share their relations), so hubs cost a bounded number of
     queries.
     """
-    record = kg.node(topic)
-    start = Node(record.id, record.name or record.value, record.kind)
+    start = node_of(kg, topic)
     query = without_mentions(question, [start.display])
     relation_cache: dict[str, list[Any]] = {}
     beams = [_Beam(steps=(), labels=(), frontier={topic: _Reach(start, 1, Path(()))})]

@@ -53,7 +53,7 @@ from localkg.reasoners.common import (
     rank_moves,
     relation_filter,
 )
-from localkg.reasoners.distance import AnswerDistance, DepthSource, describe, likely_depth
+from localkg.reasoners.distance import AnswerDistance, DistanceSettings, describe, likely_depth
 from localkg.store.model import Node, Path
 from localkg.text import without_mentions
 
@@ -90,8 +90,8 @@ class Chain:
 
 
 @dataclass(frozen=True)
-class ThinkOnGraphSettings:
-    """tog's settings."""
+class ThinkOnGraphSettings(DistanceSettings):
+    """Settings of ``tog``."""
 
     width: int = 3  # the paper's beam width (relations per entity and chains kept)
     depth: int = 3  # the paper's maximum depth
@@ -105,9 +105,6 @@ class ThinkOnGraphSettings:
     depth_penalty: float = 0.05  # relevance lost per extra hop when answers of several depths compete
     stop_without_gain: bool = True  # stop when a depth's best chain matches no better than the last depth's
     skip_reverse: bool = False  # the paper's rule: never offer the reverse of the relation just taken
-    depth_from: DepthSource = "model"  # model: the sufficiency check (the paper's); distance: a trained answer-distance head
-    checkpoint: str = ""  # depth_from=distance: the fog checkpoint ("" → <db>/fog/scorer.pt)
-    device: str = ""
 
 
 @register
