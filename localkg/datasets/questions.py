@@ -1,12 +1,7 @@
 """Readers that turn the KGQA benchmark files into one :class:`Question` shape.
 
-Every benchmark spells questions, gold answers and topic entities its own way;
-the harness and the metric should not care. A reader keeps what the dataset
-gives and invents nothing: gold topic entities only where the dataset names
-them, each gold answer with the aliases the dataset lists, the hop count and
-question type only where they can be read off the data.
-
-Formats (``format="auto"`` picks one from the file's content):
+A reader keeps what the dataset gives and invents nothing (topic entities, answer aliases, hop
+count and question type only where the data has them). Formats (``format="auto"`` picks one):
 
 ``metaqa``           ``question with [topic]\\tans1|ans2``; a line-aligned ``<stem>_qtype.txt`` beside it
                      gives the question types (and the hop count)

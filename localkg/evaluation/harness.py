@@ -1,20 +1,13 @@
 """Run a reasoner over a questions file and score it: ``localkg eval``.
 
-One run writes into its output folder:
+One run writes into its output folder ``run.json`` (what was run, so ``--resume`` refuses to mix
+two runs), ``predictions.jsonl`` (one line per question, appended as soon as any worker answers
+it, so a killed run loses only what was in flight), ``summary.json`` (the metric and the cost,
+see :func:`summarise`) and ``report.md`` (``localkg.evaluation.report``).
 
-``run.json``          what was run (questions, reasoner, settings, seed, sample, db, model path), so a
-                      ``--resume`` can refuse to mix two different runs in one folder
-``predictions.jsonl`` one line per question, appended and flushed as soon as it is answered (by any
-                      worker: ``localkg.evaluation.workers``), so a killed run loses only what was in flight
-``summary.json``      the metric and the cost, overall and broken down (see :func:`summarise`)
-``report.md``         tables and plots (``localkg.evaluation.report``)
-
-Questions are picked deterministically (``--sample N --seed S`` draws N with a seeded
-generator, in the order drawn; ``--limit N`` then keeps the first N), and the LLM is seeded
-with the same seed, so a run can be repeated and resumed. The order drawn, not file order,
-because dataset files are often grouped by question type (MetaQA's are): the first N of a
-sample in file order would be the first few types only, while the first N drawn are a random
-subset of the sample.
+Questions are picked deterministically (``--sample N --seed S`` draws N in the order drawn, then
+``--limit`` keeps the first; :func:`localkg.datasets.select_questions`) and the LLM is seeded
+alike, so a run can be repeated and resumed.
 """
 from __future__ import annotations
 

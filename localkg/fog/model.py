@@ -1,39 +1,18 @@
 """The foresight triple scorer of FoG (Foresight-over-Graph), in torch.
 
-The scorer says, for each triple of a question's subgraph, how likely it lies on
-an answer-supporting path. It reads only frozen sentence embeddings (of the
-question and its sub-questions, of entity names and of relation words), so the
-trainable part is small and trains on a CPU in minutes.
+For each triple of a question's subgraph, how likely it lies on an answer-supporting path. It
+reads only frozen sentence embeddings (question, sub-questions, entity names, relation words), so
+the trainable part is small and trains on a CPU.
 
-* **Triple encoder.** A triple becomes three tokens (subject, relation, object),
-  each a projected embedding plus a role bias; one self-attention block mixes
-  them, one cross-attention block lets them read the question tokens, and the
-  mean of the three is the triple vector ``z``.
-* **Scorer.** An MLP over ``[z; h_near; h_far; pooled question]`` gives a logit,
-  where ``h`` are node states and *near*/*far* are the triple's ends closer to
-  and farther from the source entities (BFS level).
-* **Far-to-near feedback.** Node states start from the entity embeddings plus a
-  level embedding. Then nodes are updated level by level in *decreasing*
-  distance from the sources: a node at level ``d`` gathers messages
-  ``m = h_far + MLP([h_far; z])`` over its triples to level ``d+1`` (attention
-  weights against the question) and adds ``phi(sum alpha m)``. Because the
-  farther level is updated first, one pass carries evidence from the outer
-  frontier all the way back to the triples at the sources; the triples are then
-  scored again with the updated states.
+* **Triple encoder**: subject, relation and object tokens (projected embedding + role bias), one
+  self-attention and one cross-attention block over the question; their mean is the triple vector.
+* **Scorer**: an MLP over the triple vector, the near and far end's node states and the question.
+* **Far-to-near feedback**: node states are updated level by level from the outer frontier back
+  to the sources, so one pass carries evidence to the triples at the sources; then re-scored.
+* **Answer distance**: an MLP over the question without its topic names predicts how many hops
+  out the answer lies, which the triple scores cannot say.
 
-* **Answer distance.** A small MLP over the embedding of the question with the
-  topic entities' names taken out predicts how many hops from the sources the
-  answer lies (the gold relation path's length in training). The triple scores say
-  which steps are relevant, not where to stop: MetaQA's "the films directed by X
-  starred who" and "X starred which films" read the same relations at different
-  depths. The reasoner weights each candidate answer by the probability of its
-  distance. Names out, because they are noise to it: on MetaQA's dev questions an
-  MLP on MiniLM embeddings gets the hop count right for 88% with the names in,
-  99% without.
-
-Without feedback (``initial`` scores) a triple is scored from its own text and its
-ends only; that is what the expansion stage uses (threshold ``tau_e``), while the
-potential subgraph uses the refined scores (threshold ``tau_p``).
+``initial`` scores (no feedback) serve the expansion (``tau_e``), refined ones ``tau_p``.
 """
 from __future__ import annotations
 

@@ -1,28 +1,15 @@
 """Triple-level training labels for the foresight scorer, from questions with gold paths.
 
-FoG trains on triples: those on an answer-supporting path are positives, and
-``kappa`` times as many triples sampled from the 1-hop neighbourhood of those
-paths are negatives; the graph around them is the question's BFS
-neighbourhood, as the reasoner's expansion sees it. One addition to the paper:
-``far_kappa`` times as many negatives are sampled from the rest of that
-neighbourhood. Without them the scorer never learns that a gold *relation* at
-the wrong *distance* is wrong: MetaQA's 3-hop questions end in ``release_year``
-triples two hops out, so a scorer trained on near negatives only ranked other
-films' release years above the topic film's own for "when was X released"
-(docs/reasoners.md). The gold relation path
-comes from the dataset:
+Positives are the triples on an answer-supporting path; negatives are ``kappa`` times as many
+triples from the 1-hop neighbourhood of those paths (the paper's recipe) and ``far_kappa`` times as
+many from farther out (ours: without them the scorer never learns that a gold relation at the
+wrong distance is wrong; docs/reasoners.md). The gold relation path comes from the dataset
+(PathQuestion and WC2014 name it; MetaQA's question type implies it,
+:mod:`localkg.datasets.metaqa`) and is walked from the topic entity, keeping only walks that
+end in a gold answer.
 
-* PathQuestion and WC2014 name it (``meta["relation_path"]``; WC2014's conjunctive
-  questions have one one-hop path per topic entity);
-* MetaQA names the question type (``actor_to_movie_to_year``), from which the
-  relation path follows: each ``X_to_movie`` step walks the relation of ``X``
-  backwards to the film, each ``movie_to_X`` step walks it forwards.
-
-A gold path is walked in the graph from the topic entity, and only walks that
-end in a gold answer are kept (layer by layer, then pruned backwards), so
-positives are exactly the triples that connect the topic to an answer along the
-gold relations. This module is used for training only; the reasoner never
-imports it (a test checks that inference reads no gold field).
+Training only: the reasoner never imports this module (a test checks that inference reads no
+gold field).
 """
 from __future__ import annotations
 

@@ -1,22 +1,13 @@
 """Training the foresight scorer: ``localkg train fog``.
 
-The paper's recipe: binary cross-entropy on triple labels (gold-path triples
-positive, ``kappa=10`` times as many 1-hop neighbours negative; here also
-``far_kappa`` times as many from farther out, see ``supervision``), AdamW with
-weight decay 1e-3, no warm-up or decay, dropout 0.1, five epochs, the sentence
-encoder frozen. One departure: the learning rate is 1e-3, not the paper's 1e-5.
-Five epochs of a few thousand dev questions (minutes on a CPU) at 1e-5 leave
-every gold triple below ``tau_p`` (MetaQA, 1,620 examples: mean positive score
-0.31, recall at ``tau_p`` 0.00); at 1e-3 the same run reaches 0.67 and 0.57
-with 1.2% of negatives kept (docs/reasoners.md). Both the scores used for expansion (no
-feedback) and the refined scores (after far-to-near feedback) are trained, as
-the sum of their two losses, plus the cross-entropy of the answer-distance head
-(the gold relation path's length; ``localkg.fog.model``).
+The paper's recipe (binary cross-entropy on triple labels, AdamW, dropout 0.1, five epochs, the
+sentence encoder frozen) with one departure: a learning rate of 1e-3 instead of 1e-5, which on a
+CPU-sized run leaves every gold triple below ``tau_p`` (docs/reasoners.md). The expansion scores
+and the refined scores are trained together, plus the answer-distance head.
 
-Every text is embedded once before the first epoch (the encoder is frozen), so
-an epoch only runs the small scorer. A held-out tenth of the examples measures
-what the scores do at the thresholds the reasoner uses. A checkpoint is written
-after every epoch (atomically), so Ctrl-C keeps the last finished epoch.
+Every text is embedded once before the first epoch, so an epoch runs only the small scorer; a
+held-out tenth measures the scores at the reasoner's thresholds; a checkpoint is written
+atomically after every epoch, so Ctrl-C keeps the last finished one.
 """
 from __future__ import annotations
 

@@ -1,28 +1,16 @@
 """Bounded Path Context (Shan & Luo, 2025): the controller keeps the paths, the model sees the last K hops.
 
-Each beam is a path from a topic entity, kept whole by the controller. Per
-depth, every unfinished beam asks the model which relations to follow from its
-current entity; the prompt shows only the question, the current entity, its
-relations (at most ``relation_cap``, then "N more not shown") and the last
-``K`` hops of the path (``K=0`` none, ``K=-1`` all). The model names up to
-``width`` relations or STOP, best first; STOP first, or no relation, finishes the beam
-(a STOP after some relations drops the relations ranked below it); each
-picked relation's first ``width`` ends become child beams; at most
-``max_total_beams`` beams are kept, unfinished first. After ``depth`` rounds
-an answer-extraction prompt over the first ``answer_paths`` paths gives the
-answer.
+Each beam is a path from a topic entity, kept whole by the controller. Per depth every
+unfinished beam asks the model which relations to follow from its current entity, showing
+only the question, the entity, its relations (at most ``relation_cap``) and the last ``K``
+hops (``K=0`` none, ``K=-1`` all); the model names up to ``width`` relations or STOP. Picked
+relations' first ``width`` ends become child beams (at most ``max_total_beams`` kept); after
+``depth`` rounds an answer-extraction prompt over the best ``answer_paths`` paths answers.
 
-Departures for a small local model and a general store (docs/reasoners.md):
-relations are offered in both directions (the original reads outgoing edges
-only, which cannot answer "which movies did X direct"), ranked by embedding
-relevance to the question with the path so far (the original lists them in
-graph order) and through mediators; the choice is grammar-constrained;
-siblings (beams with the same parent and relation) share one call, as their
-prompts differ only in the entity's name; the answer is a node chosen among
-the paths' ends, weighted by the paths' relevance, followed by the other ends
-its relation chain reached; with several topic entities, the closest nodes
-reached from the most of them are the only candidates (the original has no
-conjunction).
+For a small local model and a general store, relations are offered in both directions and
+through mediators, ranked by embedding relevance, the choice is grammar-constrained, sibling
+beams share one call, and with several topic entities only nodes reached from most of them
+are candidates; docs/reasoners.md lists each departure and why.
 """
 from __future__ import annotations
 

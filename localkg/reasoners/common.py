@@ -1,28 +1,16 @@
 """What graph reasoners do the same way: list the moves out of an entity, follow them, put them into words.
 
-A *move* is what a reasoner decides to follow from an entity: one relation in
-one direction, or, when that relation ends in unnamed mediator (CVT) nodes,
-the relation into the mediator and one relation out of it
-(``person —spouse_s→ (marriage) —spouse→ person`` is one move). Mediators are
-thus hopped through and never shown to a model as an answer or as a nameless
-node. Both directions are offered: "which movies did X direct" walks
-``directed_by`` backwards.
+A *move* is one relation in one direction, or, when it ends in unnamed mediator (CVT) nodes, the
+relation into the mediator and one out of it (``person —spouse_s→ (marriage) —spouse→ person``),
+so mediators are hopped through and never shown as answers. Both directions are offered.
 
-The API is small on purpose:
-
-* :func:`relation_filter` — the relations a reasoner never follows (ToG's
-  ``abandon_rels``: schema, bookkeeping and ``sameAs`` links);
-* :func:`candidate_moves` — the moves out of an entity, most frequent first;
-* :func:`follow` — the paths a move takes from an entity (literals included);
-* :func:`rank_moves`, :func:`chain_words` — moves ranked by the relevance of
-  their relation chain to the question (the embedding pre-ranking a small
-  model needs before it chooses);
-* :func:`move_option`, :func:`triple_words`, :func:`path_words` — the words
-  the embedder and the prompts see;
-* :func:`ask_choice`, :func:`ask_yes_no`, :func:`model_choice`,
-  :func:`model_json` — model calls that fall back to the graph side's order
-  instead of stopping the reasoner when a call fails; :func:`string_list`,
-  :func:`split_answers`, :func:`bulleted` read and write the model's text.
+* :func:`relation_filter` — relations never followed (ToG's ``abandon_rels``);
+* :func:`candidate_moves`, :func:`follow` — the moves out of an entity, and the paths they take;
+* :func:`rank_moves`, :func:`chain_words` — moves ranked by their relation chain's relevance;
+* :func:`move_option`, :func:`triple_words`, :func:`path_words` — what the embedder and prompts see;
+* :func:`ask_choice`, :func:`ask_scores`, :func:`ask_yes_no`, :func:`model_choice`,
+  :func:`model_json` — model calls that fall back to the graph side's order when a call fails;
+  :func:`string_list`, :func:`split_answers`, :func:`bulleted` read and write the model's text.
 """
 from __future__ import annotations
 

@@ -1,36 +1,17 @@
 """DTKG, the dual-track knowledge-graph reasoner (arXiv 2510.16302), as ``dtkg``.
 
-A few-shot classifier (the paper's five rules and six examples) routes each
-question to one of two branches:
+A few-shot classifier (the paper's rules and examples) routes each question to a branch:
 
-* **chain** (the question needs an intermediate entity, A→B→C): from the
-  central entity, relations in both directions are scored in two stages —
-  cosine similarity to the question, then a re-rank — combined as
-  ``alpha·rerank + (1-alpha)·cos``; a depth-first search follows the best
-  relation first, a path's score being the product of its relations' scores,
-  up to ``d_max`` (3) relations, keeping at most ``w_max`` relations per step
-  above ``theta`` and letting the LLM pick at most three when more pass; after
-  each step the LLM judges whether the path suffices (early stop); the answer
-  comes only from the end entities of the ``top_paths`` best paths.
-* **parallel** (independent facts): the LLM drafts an answer and splits it into
-  atomic facts; each fact's subject is linked to the graph by string
-  similarity; the subject's triples are ranked by cosine similarity (top
-  ``top_n`` = N = 50), re-ranked, combined as above; the best triple verifies
-  the fact or the fact is rewritten from it; the answer is read off the best
-  triples (the LLM picks which of their entities answers, with
-  ``answer_from=model``; by default the graph's order stands, see
-  docs/reasoners.md).
+* **chain** (A→B→C): relations of the central entity are scored by cosine similarity then a
+  re-rank (``alpha·rerank + (1-alpha)·cos``); a depth-first search follows the best first, a
+  path scoring the product of its relations' scores, up to ``d_max``, with an LLM sufficiency
+  check after each step; the answer is the end entities of the ``top_paths`` best paths.
+* **parallel** (independent facts): the LLM drafts an answer and splits it into atomic facts;
+  each fact's subject is linked by string similarity and its best triple verifies or rewrites it.
 
-The **denoiser** drops relations whose label contains ID, source, version or
-metadata (as a word, so ``video`` stays), and relations the LLM scores as
-unnecessary for the question (P(yes) below ``necessity_theta``).
-
-The re-ranker: the paper uses a cross-encoder; none ships offline with this
-project's dependencies, so the re-rank score is the LLM's constrained score —
-the probability it gives each of the ``rerank_k`` best candidates when asked
-which one fits (``LLM.score_options``); candidates beyond those keep their
-cosine part only. Adaptations for a small model on a CPU are listed in
-docs/reasoners.md (``rerank_k``, ``necessity_k``, ``max_facts``, the DFS cap).
+The denoiser drops administrative relations (ID, source, version, metadata) and those the LLM
+judges unnecessary. No cross-encoder ships offline, so the re-rank is the LLM's constrained
+score over the ``rerank_k`` best candidates. docs/reasoners.md lists every adaptation.
 """
 from __future__ import annotations
 

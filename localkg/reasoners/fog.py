@@ -1,59 +1,18 @@
-"""Foresight-over-Graph (FoG) as the ``fog`` reasoner.
-
-The method moves the search from the LLM to a learned graph-side scorer
-(``localkg.fog``), so the LLM is called about ``R + 1`` times per question:
+"""Foresight-over-Graph (FoG) as the ``fog`` reasoner: a learned graph-side scorer
+(``localkg.fog``) leads the search, so the LLM is called about ``R + 1`` times per question.
 
 1. **Decomposition** (one LLM call): sub-questions that guide the scorer.
-2. **Foresight subgraph expansion**: layered BFS from the sources up to ``hops``
-   (L=3) layers; at each layer the incident triples of the frontier are scored
-   one by one (``initial`` scores) and those above ``tau_e`` (0.1) are kept.
-3. **Far-to-near feedback**: the trained scorer updates node states from the
-   outer frontier back to the sources and re-scores every kept triple; triples
-   above ``tau_p`` (0.7) form the *potential subgraph*.
-4. **Memory subgraph manager** (one LLM call per round): question, memory and
-   potential subgraph in; selected triples (copied exactly — checked here), the
-   predicted answer or none, and 1–3 follow-up sub-questions out (a JSON-schema
-   grammar whose triple and answer fields are enumerations of the input, so
-   the model can only copy). Selected triples join the memory and are not
-   expanded again (their nodes become seeds); triples shown but not selected are
-   masked for the rest of the question. The next round expands again with the
-   follow-up sub-questions. The loop stops one round after the first answer, or
-   after ``rounds`` (R) rounds, or when a round has nothing new to show.
+2. **Foresight expansion**: layered BFS up to ``hops`` layers, keeping triples scored above ``tau_e``.
+3. **Far-to-near feedback**: the scorer re-scores the kept triples from the outer frontier back
+   to the sources; those above ``tau_p`` form the potential subgraph.
+4. **Memory manager** (one LLM call per round): selected triples (copied exactly: the grammar
+   enumerates the input), the predicted answer and follow-up sub-questions; selected triples join
+   the memory, shown but unselected ones are masked; at most ``rounds`` rounds.
 
-Adaptations for a small local model on a CPU (docs/reasoners.md lists them):
-
-* ``rounds`` (R) defaults to 1, so a question costs at most 2 LLM calls: with
-  the answer read off the graph (below), a second round only added triples
-  reached from the memory the 270M model chose, and its distractors cost
-  Hits@1 (replaying the same model outputs on 129 MetaQA 1-hop questions: 0.775
-  with one round, 0.685 with two; PQ-2H, 84: 0.607 and 0.593);
-* the potential subgraph shown to the LLM is the best ``llm_triples`` (30) by
-  refined score and fitted to the context window (the paper caps at 1000);
-* hubs are bounded: ``triples_per_node`` incident triples per node and the best
-  ``frontier`` nodes per layer are expanded;
-* while the memory is empty, the model sees at least the best ``min_potential``
-  (10) triples even below ``tau_p``: a scorer trained for minutes on a CPU puts
-  many gold triples below 0.7, and a model shown nothing cannot answer;
-* the answer is read off the graph (``answer_from="graph"``, the default): every
-  triple kept in any round (and the memory), scored again against the question
-  alone with the dropped triples as context, forms paths from the sources; a
-  node's answer score is its best path's weakest triple score, discounted by
-  how well a triple continues outwards from it, weighted by the scorer's
-  predicted answer distance, averaged over the sources, and nodes reached from
-  more sources come first (:func:`answer_scores`);
-* with several topic entities, a triple from a reached node to another topic
-  entity is kept below ``tau_e``: it is the support a conjunctive question needs
-  (WC-C, replayed: 0.68 without it and the support rule, 0.98 with both). The model's predicted answer (a node of the shown
-  subgraph other than a source) still decides when the search stops, and
-  answers when the graph has none. On 60 MetaQA 1-hop questions the same
-  scorer's graph answer was right for 47 and the 270M model's prediction for 26
-  (docs/reasoners.md); ``answer_from="model"`` is the paper's rule, for a model
-  that reads triples better;
-* without a trained checkpoint the scores are embedding similarity (see
-  ``localkg.fog.scoring``) and the result's notes say so.
-
-Inference never reads a gold answer or gold path: the reasoner sees the question
-text and the topic entities only (``tests/test_fog_reasoner.py`` checks it).
+By default the answer is read off the graph (``answer_from="graph"``: the paths from the sources
+through the kept triples, scored by :func:`answer_scores`); ``answer_from="model"`` is the
+paper's rule. docs/reasoners.md lists every adaptation to a small local model and its reason.
+Inference never reads a gold answer or path (``tests/test_fog_reasoner.py`` checks it).
 """
 from __future__ import annotations
 

@@ -1,43 +1,18 @@
-"""Paths-over-Graph (Tan et al., WWW 2025) as the ``paths`` reasoner.
+"""Paths-over-Graph (Tan et al., WWW 2025) as the ``paths`` reasoner: the model is handed
+*reasoning paths that contain every topic entity* instead of loose triples.
 
-The method hands the model *reasoning paths that contain every topic entity*
-instead of loose triples. Its control flow, kept here:
+1. **Question analysis**: simple questions, the predicted depth and, with several topic entities,
+   the *indicator* (their order and where the answer sits among them).
+2. **Topic-entity paths** from the predicted depth up to ``max_depth``: relation paths from one
+   topic, or the paths connecting consecutive topics; paths sharing a relation pattern merge into
+   one candidate with an answer set (PoG's supernodes).
+3. **Three-step pruning**: embedding similarity (``fuzzy_width``), LLM branch reduction
+   (``branch_width``), LLM precise selection (``width``).
+4. **Sufficiency check**, else a deeper stage, LLM-supplement paths, node expansion.
 
-1. **Question analysis** — the model splits the question into simple questions
-   and predicts the depth; with several topic entities it also gives the
-   *indicator*: the order of the entities and where the answer sits among them.
-2. **Topic-entity paths** — from the predicted depth up to ``D_max=3``: with one
-   topic entity, the relation paths of that length from it; with several, the
-   paths that connect consecutive entities in the indicated order (the store's
-   bidirectional ``paths()`` query), the answer being the node at the indicated
-   position. Graph reduction first: paths with the same relation pattern are
-   merged into one candidate with an answer *set* (PoG's supernodes), and
-   parallel edges (``plays_in_club`` / ``plays_in_club_inverse⁻¹``) fall into
-   one candidate because they share the answer set.
-3. **Three-step pruning** — fuzzy selection by embedding similarity (top
-   ``W1=80``), LLM branch reduction (to ≤ 20, by first step), LLM precise
-   selection (top ``W_max=3``).
-4. **Sufficiency check** — if the selected paths answer the question, answer;
-   else grow the depth, then **LLM-supplement paths** (the model guesses
-   answers, which are found in the graph and connected to the topic entities),
-   then **node expansion** (the selected paths are extended one hop, at most
-   ``expand_total=10`` edges, three per round).
-5. Optional **path summarising** (``summary_tokens`` > 0) before the check.
-
-Adaptations for a small local model (docs/reasoners.md): embeddings rank every
-list and the model chooses among the top ``options`` (5), the embedding order
-being the fallback whenever its output is unusable; the embedding's best branch
-is never dropped by branch reduction; answers are read off the graph (the
-answer-position nodes of the first selected path). When no stage is judged
-sufficient, the first stage answers (the topic-entity paths at the start depth, whose
-depth the graph estimated): the small model's P(yes) barely differs between stages, and
-the later stages exist to rescue a failed first one, not to outrank it.
-
-With ``depth_from=distance`` (ours, as tog has it; single topic entity) the depth comes from
-the answer-distance head of the database's trained fog checkpoint
-(:mod:`localkg.reasoners.distance`) and the first stage with candidates from that depth on
-answers, with no sufficiency question; with several topic entities the paper's procedure
-runs unchanged.
+Embeddings rank every list and the model chooses among the top ``options``, the embedding order
+being the fallback; answers are read off the graph. With ``depth_from=distance`` the depth comes
+from the fog checkpoint's answer-distance head. docs/reasoners.md lists every adaptation.
 """
 from __future__ import annotations
 

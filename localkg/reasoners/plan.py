@@ -1,30 +1,15 @@
 """Plan-on-Graph (Chen et al., NeurIPS 2024) as the ``plan`` reasoner.
 
-The method: decompose the question into sub-objectives; then, depth by depth
-(at most 4), explore relations from the current entities (the model picks "as
-few as possible"), follow them to entities and prune those; keep a memory of
-what is known per sub-objective; after each depth decide whether the facts
-answer the question; when they do not, *reflect* (at most 5 times): decide
-whether a wrong turn was taken and, if so, add back entities seen earlier —
-this backtracking is the method's point. When no depth is judged sufficient,
-the answer comes from the gathered facts.
+Decompose the question into sub-objectives; then, depth by depth (``max_depth``), explore
+relations from the current entities, follow them and prune the reached entities
+(:class:`~localkg.reasoners.exploration.GraphExplorer`); keep a memory per sub-objective; after
+each depth ask whether the facts answer the question, and when they do not, *reflect*
+(``max_reflections``): maybe go back to entities seen earlier — the method's backtracking.
 
-Adaptations for a small local model (docs/reasoners.md lists them):
-
-* embeddings rank every candidate list first and the model chooses among the
-  top few (``relation_options`` / ``entity_options``), with the embedding order
-  as the fallback when its output is unusable;
-* one relation choice and one entity choice per depth over the whole frontier
-  (the public code asks once per entity and once per (entity, relation));
-* the memory is assembled from the gathered facts (the facts most similar to
-  each sub-objective) instead of being rewritten by the model each depth;
-* answers are read off the graph: the entities the sufficient depth reached,
-  those reached from more frontier entities and those the model kept first.
-  When no depth is judged sufficient, the depth whose path best matches the
-  question (embed-path's score) answers: the small model's P(yes) hardly
-  differs between depths (0.39–0.43 for a right and a wrong depth alike).
-
-:class:`GraphExplorer` is one depth of this exploration; PPoGA's executor uses it.
+For a small local model, embeddings rank every list and the model chooses among the top few
+(the embedding order is the fallback); the memory is assembled from the gathered facts; answers
+are read off the graph, and when no depth is judged sufficient the depth whose path best matches
+the question answers. docs/reasoners.md lists every adaptation and its reason.
 """
 from __future__ import annotations
 

@@ -1,38 +1,17 @@
 """PPoGA, Predictive Plan-on-Graph with Action, as the ``ppoga`` reasoner.
 
-A *planner* (the model) writes a plan of 3–5 steps (description, objective,
-expected outcome); an *executor* carries each step out on the graph with
-Plan-on-Graph's exploration (``plan.GraphExplorer``: relations, then entities,
-with the step as the question). Each iteration is one step cycle:
+A *planner* (the model) writes a plan of 3–5 steps; an *executor* carries each step out with
+Plan-on-Graph's exploration (:class:`~localkg.reasoners.exploration.GraphExplorer`, the step as
+the question). Each step cycle: **predict** what the step should find, **act/observe** one depth
+(the observation compared with the prediction), **think/evaluate**: PROCEED, CORRECT_PATH (retry,
+avoiding failed moves), REPLAN or FINISH. Strategic, step-cycle and knowledge memories hold the
+state.
 
-* **Predict** — the planner says what the step should find;
-* **Act / Observe** — the executor explores one depth; the observation is
-  compared with the prediction (an embedding distance, the "error signal");
-* **Think / Evaluate** — the planner decides: PROCEED to the next step,
-  CORRECT_PATH (retry the step, avoiding the moves that failed), REPLAN (a new
-  plan from what the knowledge layer holds) or FINISH.
-
-Three memory layers hold the state: *strategic* (question, plan, re-plan
-count, failed plans), *step cycle* (current step, prediction, observation,
-attempts, failed moves) and *knowledge* (every fact, how each entity was
-reached, every move walked).
-
-Against the public code's faults: re-plans are capped (``max_replans`` 2) as
-are iterations (``max_iterations`` 10); every model call is counted, the
-executor's included (they are ordinary calls of the one model, and the notes
-split them by role); and no (entity, relation, direction) move is ever walked
-twice, so a new plan cannot re-explore the same first entities — it starts from
-the topic entities' unwalked relations and the most relevant entities the
-knowledge layer reached but never expanded.
-
-When the model's output is unusable, graph-side rules decide: a missing plan
-becomes a generic three-step plan, a missing decision is PROCEED when the step
-found something and CORRECT_PATH when it found nothing (as is a PROCEED or
-FINISH on an empty observation). The answer is the observation of the step where
-the planner found it; when it found none (the paper's final answer is model
-text), the observation whose path best matches the question (embed-path's
-score) — a 270M planner PROCEEDs through every step of its plan, so the last
-observation is mostly a step too far.
+Unlike the public code, re-plans (``max_replans``) and iterations (``max_iterations``) are capped,
+every model call is counted, and no (entity, relation, direction) move is walked twice. When the
+model's output is unusable, graph-side rules decide (a generic plan, PROCEED or CORRECT_PATH by
+what the step found); without an answer from the planner, the observation whose path best
+matches the question answers. docs/reasoners.md gives the details.
 """
 from __future__ import annotations
 

@@ -1,34 +1,17 @@
 """Think-on-Graph (Sun et al., ICLR 2024): beam search over the graph with the LLM in the loop.
 
-The paper's loop, per depth: *relation exploration* (the relations of every
-beam entity, both directions, without filtered relations), *relation pruning* (keep the ``width``
-best per entity, scores summing to 1), *entity exploration* (the ends of the
-kept relations), *entity pruning* (a chain's score is relation score x entity
-score; the ``width`` best chains over the whole beam are kept), then a
-*sufficiency check* ("can the question be answered from these paths?"); on
-"yes" the answer is read from the paths, otherwise the next depth starts.
+Per depth: *relation exploration* (both directions, filtered relations left out), *relation
+pruning* (the ``width`` best per entity), *entity exploration*, *entity pruning* (a chain scores
+relation x entity; the ``width`` best chains are kept), then a *sufficiency check*; on "yes" the
+answer is read from the paths, else the next depth starts.
 
-What a small local model changes (docs/reasoners.md has the full list):
-
-* relation pruning is scored by embedding relevance (``prune=embed``, the
-  default), by the LLM over an embedding shortlist as in the paper
-  (``prune=llm``), or by both multiplied (``prune=hybrid``); entities are
-  always scored by the embedding relevance of their fact;
-* the answer is a node of the graph: the model scores the gathered chains'
-  ends (a constrained choice, never free text), weighted by the chains' graph
-  scores; every other node the winning relation chain reached follows it;
-* exploration also stops when a depth's best relation chain matches the
-  question no better than the previous depth's (``stop_without_gain``): a
-  270M model's "sufficient?" is close to a coin toss, so the graph side
-  leads the depth decision too, and the model's "yes" can only stop earlier;
-* a walk never returns to a node already on its path; the paper's rule of
-  never offering the reverse of the relation just taken (which also blocks
-  "films that share a director with X", ``directed_by`` then
-  ``directed_by⁻¹``) is ``skip_reverse=true``;
-* the originals' faults are fixed: scores stay attached to their nodes,
-  literals can be answers, mediators (CVTs) are hopped through, and at maximum
-  depth without a "yes" the answer comes from the gathered paths (the result
-  says so) instead of a chain-of-thought guess.
+For a small local model: relations are pruned by embedding relevance (``prune=embed``), by the
+LLM over an embedding shortlist as in the paper (``llm``) or both (``hybrid``); the answer is a
+graph node the model picks among the chains' ends, weighted by their scores; the search also stops
+when a depth matches no better than the last (``stop_without_gain``); ``skip_reverse`` is the
+paper's no-reverse rule; literals can be answers and mediators are hopped through. With
+``depth_from=distance`` the depth comes from the fog checkpoint's answer-distance head.
+docs/reasoners.md lists every adaptation and its reason.
 """
 from __future__ import annotations
 
