@@ -166,3 +166,39 @@ class Dumps:
 @pytest.fixture(scope="session")
 def dumps() -> type[Dumps]:
     return Dumps
+
+
+# ---------------------------------------------------------------- learned relation paths (hand-built movie graph)
+PATH_FIXTURES = Path(__file__).parent / "fixtures"
+PATHS_HELD_OUT = "Vertigo"  # no training question of the ``trained_paths`` checkpoint mentions it
+
+
+@pytest.fixture(scope="session")
+def path_movies(tmp_path_factory: pytest.TempPathFactory):
+    """tests/fixtures/path_movies.tsv: eleven films with director, actors and year, and one fact
+    no question reaches; the questions are tests/fixtures/path_questions.jsonl."""
+    from localkg.loaders.triples import load_triples
+    from localkg.store import KG
+
+    kg = KG.create(tmp_path_factory.mktemp("path-movies") / "db")
+    load_triples(kg, [PATH_FIXTURES / "path_movies.tsv"], progress=False)
+    yield kg
+    kg.close()
+
+
+@pytest.fixture(scope="session")
+def trained_paths(path_movies, scorer, tmp_path_factory: pytest.TempPathFactory):
+    """A tiny path scorer trained on every fixture question not about Vertigo: (checkpoint, report)."""
+    import torch
+
+    from localkg.datasets import read_questions
+    from localkg.retrieval.supervision import SupervisionLimits
+    from localkg.retrieval.train import TrainConfig, supervise, train_scorer
+
+    torch.manual_seed(0)
+    questions = [q for q in read_questions(PATH_FIXTURES / "path_questions.jsonl") if PATHS_HELD_OUT not in q.text]
+    labelled, report = supervise(path_movies, questions, [q.topic_entities for q in questions],
+                                 SupervisionLimits(max_hops=2))
+    out = tmp_path_factory.mktemp("path-scorer") / "scorer.pt"
+    config = TrainConfig(epochs=40, hidden=32, batch_size=8, validation=0.0)
+    return out, train_scorer(path_movies, labelled, scorer.embedder, config, out, report)

@@ -1,61 +1,32 @@
-"""The path scorer: a tiny model trained in the test on the hand-built movie graph ranks the
-paths of unseen questions, its checkpoint round-trips, and a mismatched one is refused.
+"""The path scorer: a tiny model trained in the test run (conftest ``trained_paths``) on the
+hand-built movie graph ranks the paths of unseen questions, its checkpoint round-trips, and a
+mismatched one is refused.
 
 Real Kùzu, real bundled MiniLM as the frozen encoder.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from localkg.errors import CheckpointError
-from localkg.datasets import read_questions
 from localkg.retrieval.checkpoint import load_checkpoint, save_checkpoint
 from localkg.retrieval.ranking import PathRanker
-from localkg.retrieval.supervision import SupervisionLimits
-from localkg.retrieval.train import TrainConfig, supervise, train_scorer
 from localkg.store.model import IN, OUT
 
-FIXTURES = Path(__file__).parent / "fixtures"
-HELD_OUT = "Vertigo"  # no training question mentions it
+HELD_OUT = "Vertigo"  # conftest.PATHS_HELD_OUT: no training question mentions it
 
 
-@pytest.fixture(scope="module")
-def movies(tmp_path_factory):
-    from localkg.loaders.triples import load_triples
-    from localkg.store import KG
-
-    kg = KG.create(tmp_path_factory.mktemp("movies") / "db")
-    load_triples(kg, [FIXTURES / "path_movies.tsv"], progress=False)
-    yield kg
-    kg.close()
-
-
-@pytest.fixture(scope="module")
-def trained(movies, scorer, tmp_path_factory):
-    """A checkpoint trained on every fixture question that is not about Vertigo."""
-    torch.manual_seed(0)
-    questions = [q for q in read_questions(FIXTURES / "path_questions.jsonl") if HELD_OUT not in q.text]
-    labelled, report = supervise(movies, questions, [q.topic_entities for q in questions],
-                                 SupervisionLimits(max_hops=2))
-    out = tmp_path_factory.mktemp("ckpt") / "scorer.pt"
-    result = train_scorer(movies, labelled, scorer.embedder, TrainConfig(epochs=40, hidden=32, batch_size=8,
-                                                                          validation=0.0), out, report)
-    return out, result
-
-
-def test_training_reports_each_epoch_and_learns(trained):
-    _out, result = trained
+def test_training_reports_each_epoch_and_learns(trained_paths):
+    _out, result = trained_paths
     assert len(result.epochs) == 40
     assert result.epochs[-1].train_loss < result.epochs[0].train_loss
     assert result.supervision.labelled == result.training_questions
 
 
-def test_ranking_unseen_questions(movies, scorer, trained):
-    out, _result = trained
-    ranker = PathRanker(movies, out, embedder=scorer.embedder, beam=5)
+def test_ranking_unseen_questions(path_movies, scorer, trained_paths):
+    out, _result = trained_paths
+    ranker = PathRanker(path_movies, out, embedder=scorer.embedder, beam=5)
     routes = ranker.rank_paths(f"who directed {HELD_OUT}", [HELD_OUT], k=3)
     best = routes[0]
     assert best.legs == ((HELD_OUT, (("directed_by", OUT),)),)
@@ -73,38 +44,39 @@ def test_ranking_unseen_questions(movies, scorer, trained):
     assert [str(p) for p in chain.evidence[0]] == ["Kim Novak —starred_actors⁻¹→ Vertigo —directed_by→ Alfred Hitchcock"]
 
 
-def test_two_topics_answer_with_what_both_paths_reach(movies, scorer, trained):
-    out, _result = trained
-    ranker = PathRanker(movies, out, embedder=scorer.embedder)
+def test_two_topics_answer_with_what_both_paths_reach(path_movies, scorer, trained_paths):
+    out, _result = trained_paths
+    ranker = PathRanker(path_movies, out, embedder=scorer.embedder)
     route = ranker.rank_paths("which films did James Stewart act in which films did Kim Novak act in",
                               ["James Stewart", "Kim Novak"], k=1)[0]
     assert [n.id for n in route.answers] == ["Vertigo"]
     assert len(route.evidence[0]) == 2  # one walk per topic
 
 
-def test_checkpoint_round_trip(movies, scorer, trained, tmp_path):
-    out, _result = trained
-    model, meta = load_checkpoint(out, movies, scorer.embedder.model_name)
+def test_checkpoint_round_trip(path_movies, scorer, trained_paths, tmp_path):
+    out, _result = trained_paths
+    model, meta = load_checkpoint(out, path_movies, scorer.embedder.model_name)
     assert meta["max_hops"] == 2 and meta["epochs_done"] == 40
-    copy = save_checkpoint(tmp_path / "copy.pt", model, meta["encoder"], meta["store"], meta)
-    again, _meta = load_checkpoint(copy, movies, scorer.embedder.model_name)
+    copy = save_checkpoint(tmp_path / "copy.pt", model, meta["encoder"], meta["store"], list(meta["path_types"]),
+                           {"max_hops": meta["max_hops"]})
+    again, _meta = load_checkpoint(copy, path_movies, scorer.embedder.model_name)
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, again.state_dict()[name])
     assert not (tmp_path / "copy.pt.tmp").exists()  # written through a temporary file, then replaced
 
 
-def test_mismatched_checkpoints_are_refused(movies, scorer, trained, tmp_path, metaqa_sample):
-    out, _result = trained
+def test_mismatched_checkpoints_are_refused(path_movies, scorer, trained_paths, tmp_path, metaqa_sample):
+    out, _result = trained_paths
     from localkg.store import KG
 
     with KG.open(metaqa_sample[1], read_only=True) as other:
         with pytest.raises(CheckpointError, match="another store"):
             load_checkpoint(out, other, scorer.embedder.model_name)
     with pytest.raises(CheckpointError, match="encoder"):
-        load_checkpoint(out, movies, "some-other-encoder")
+        load_checkpoint(out, path_movies, "some-other-encoder")
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="not a path scorer checkpoint"):
-        load_checkpoint(broken, movies)
+        load_checkpoint(broken, path_movies)
     with pytest.raises(CheckpointError, match="train one with"):
-        load_checkpoint(tmp_path / "missing.pt", movies)
+        load_checkpoint(tmp_path / "missing.pt", path_movies)

@@ -37,8 +37,9 @@ def store_fingerprint(kg: KG) -> str:
 
 
 def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, fingerprint: str,
-                    meta: dict[str, Any]) -> Path:
-    """Write ``model`` with its config, encoder name, store fingerprint and training ``meta``."""
+                    path_types: list[tuple[tuple[str, str], ...]], meta: dict[str, Any]) -> Path:
+    """Write ``model`` with its config, encoder name, store fingerprint, the chains it has a
+    vector of (``path_types``, in row order from 1) and training ``meta``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -46,6 +47,7 @@ def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, fingerpri
         "config": model.config.to_json(),
         "encoder": encoder,
         "store": fingerprint,
+        "path_types": [[list(hop) for hop in chain] for chain in path_types],
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "meta": meta,
     }
@@ -57,7 +59,8 @@ def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, fingerpri
 
 def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None = None,
                     device: str | torch.device = "cpu") -> tuple[PathScorer, dict[str, Any]]:
-    """The scorer (in eval mode, on ``device``) and the checkpoint's training ``meta``.
+    """The scorer (in eval mode, on ``device``) and the checkpoint's training ``meta``, with
+    ``path_types``: each chain with a vector of its own → its row.
 
     With ``kg`` the checkpoint must have been trained on a store with the same relations, with
     ``encoder`` on the same frozen encoder: either mismatch would score noise, so it is refused.
@@ -83,4 +86,6 @@ def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None 
         raise CheckpointError(f"{path} was trained on another store (its relations differ from those of "
                               f"{kg.path}); retrain with `localkg train paths --db {kg.path}`")
     model.eval()
-    return model.to(device), {**payload["meta"], "encoder": payload["encoder"], "store": payload["store"]}
+    path_types = {tuple(tuple(hop) for hop in chain): row for row, chain in enumerate(payload["path_types"], 1)}
+    return model.to(device), {**payload["meta"], "encoder": payload["encoder"], "store": payload["store"],
+                              "path_types": path_types}

@@ -11,6 +11,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from localkg.indexes.stems import content_stems
+
 from localkg.retrieval.walk import RelationPath
 from localkg.store.kg import KG
 from localkg.store.model import IN
@@ -29,6 +31,7 @@ class RelationVectors:
         self.embedder = embedder
         self._labels = {relation: label for relation, label, _description, _facts in kg.relation_catalogue()}
         self._index: dict[str, int] = {}
+        self._stems: dict[str, frozenset[str]] = {}
         self._vectors: list[np.ndarray] = []
         self._matrix: torch.Tensor | None = None
 
@@ -38,11 +41,17 @@ class RelationVectors:
         missing = list(dict.fromkeys(r for r in relations if r not in self._index))
         if missing:
             texts = [readable_relation(self._labels.get(r, r)) for r in missing]
-            for relation, vector in zip(missing, self.embedder.encode(texts)):
+            for relation, text, vector in zip(missing, texts, self.embedder.encode(texts)):
+                self._stems[relation] = content_stems(text)
                 self._index[relation] = len(self._vectors)
                 self._vectors.append(vector)
             self._matrix = None
         return [self._index[r] for r in relations]
+
+    def said(self, relation: str, question_stems: frozenset[str]) -> float:
+        """The share of ``relation``'s label words (stems) that the question says."""
+        stems = self._stems[relation]
+        return len(stems & question_stems) / len(stems) if stems else 0.0
 
     @property
     def matrix(self) -> torch.Tensor:
@@ -51,19 +60,26 @@ class RelationVectors:
         return self._matrix
 
 
-def path_tensors(paths: Sequence[RelationPath], vectors: RelationVectors,
-                 hops: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(relation index, walked backwards, hop exists) tensors of shape (len(paths), hops)."""
+PathTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def path_tensors(paths: Sequence[RelationPath], question: str, vectors: RelationVectors,
+                 types: dict[RelationPath, int], hops: int | None = None) -> PathTensors:
+    """(relation index, walked backwards, share of the label the question says, hop exists)
+    tensors of shape (len(paths), hops), and each path's row in ``types`` (0: not in it)."""
     width = hops or max((len(p) for p in paths), default=1)
     relations = torch.zeros((len(paths), width), dtype=torch.long)
     backward = torch.zeros((len(paths), width), dtype=torch.bool)
+    said = torch.zeros((len(paths), width), dtype=torch.float32)
     mask = torch.zeros((len(paths), width), dtype=torch.bool)
     rows = vectors.indices(relation for path in paths for relation, _direction in path)
+    question_stems = content_stems(question)
     position = 0
     for row, path in enumerate(paths):
-        for column, (_relation, direction) in enumerate(path):
+        for column, (relation, direction) in enumerate(path):
             relations[row, column] = rows[position]
             backward[row, column] = direction == IN
+            said[row, column] = vectors.said(relation, question_stems)
             mask[row, column] = True
             position += 1
-    return relations, backward, mask
+    return relations, backward, said, mask, torch.tensor([types.get(path, 0) for path in paths], dtype=torch.long)

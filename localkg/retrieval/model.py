@@ -4,10 +4,13 @@ The question is embedded once by the frozen encoder (MiniLM), with its topic
 names taken out. A path is built from its hops, so a combination never seen in
 training (a 3-hop chain after training on 1- and 2-hop ones) still gets a
 score: each hop is the encoder's vector of its relation's readable label, that
-vector times the question's (so a hop can match words of the question, "sex"
-and ``gender``), its direction and its position (first, last, both or
-neither), put through a small MLP; the hops' vectors are summed. The score is the dot product of the projected
-question and the path vector. A per-hop MLP, not a plain sum of hop
+vector times the question's (so a hop can match the meaning of words of the
+question, "sex" and ``gender``), the share of the label's words the question
+says ("place of death" is not ``cause_of_death``), its direction and its
+position (first, last, both or neither), put through a small MLP; the hops' vectors are summed. A chain seen
+among the positives in training also has a vector of its own, added to that
+sum (the "path type" a classifier would learn; unseen chains have none). The
+score is the dot product of the projected question and the path vector. A per-hop MLP, not a plain sum of hop
 embeddings, because the order matters: ``starred_actors⁻¹ / directed_by``
 (the directors of X's films) and ``directed_by⁻¹ / starred_actors`` (the
 actors of X's films) have the same hops in another order.
@@ -29,6 +32,7 @@ class ScorerConfig:
     encoder_dim: int = 384
     hidden: int = 256
     dropout: float = 0.1
+    path_types: int = 0
 
     def to_json(self) -> dict[str, int | float]:
         return asdict(self)
@@ -43,26 +47,30 @@ class PathScorer(nn.Module):
         hidden = config.hidden
         self.question = nn.Sequential(nn.Linear(config.encoder_dim, hidden), nn.GELU(), nn.Dropout(config.dropout),
                                       nn.Linear(hidden, hidden))
-        self.hop = nn.Sequential(nn.Linear(2 * config.encoder_dim + 1 + POSITIONS, hidden), nn.GELU(),
+        self.hop = nn.Sequential(nn.Linear(2 * config.encoder_dim + 2 + POSITIONS, hidden), nn.GELU(),
                                  nn.Dropout(config.dropout), nn.Linear(hidden, hidden))
         self.path = nn.Sequential(nn.GELU(), nn.Linear(hidden, hidden))
+        self.types = nn.Embedding(config.path_types + 1, hidden, padding_idx=0)  # row 0: a chain not seen
 
     def encode_paths(self, questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,
-                     backward: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+                     backward: torch.Tensor, said: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Path vectors (n, hidden) for the encoded ``questions`` (n, dim) from hop tensors
         (n, hops): relation index into ``relation_vectors``, whether the hop is walked
-        backwards, and which hops exist."""
+        backwards, the share of its label's words the question says, and which hops exist."""
         length = mask.sum(dim=1, keepdim=True)
         index = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0).expand_as(mask)
         positions = torch.stack([index == 0, index == (length - 1)], dim=-1).float()
         labels = relation_vectors[relations]
-        features = torch.cat([labels, labels * questions.unsqueeze(1), backward.unsqueeze(-1).float(), positions],
-                             dim=-1)
+        features = torch.cat([labels, labels * questions.unsqueeze(1), backward.unsqueeze(-1).float(),
+                              said.unsqueeze(-1), positions], dim=-1)
         hops = self.hop(features) * mask.unsqueeze(-1).float()
         return self.path(hops.sum(dim=1))
 
     def forward(self, questions: torch.Tensor, owner: torch.Tensor, relation_vectors: torch.Tensor,
-                relations: torch.Tensor, backward: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """One score per path; ``owner`` says which row of ``questions`` each path belongs to."""
-        paths = self.encode_paths(questions[owner], relation_vectors, relations, backward, mask)
+                relations: torch.Tensor, backward: torch.Tensor, said: torch.Tensor, mask: torch.Tensor,
+                types: torch.Tensor) -> torch.Tensor:
+        """One score per path; ``owner`` says which row of ``questions`` each path belongs to,
+        ``types`` which seen chain it is (0: none)."""
+        paths = self.encode_paths(questions[owner], relation_vectors, relations, backward, said, mask)
+        paths = paths + self.types(types)
         return (self.question(questions)[owner] * paths).sum(dim=-1) / self.config.hidden ** 0.5

@@ -8,7 +8,8 @@ trained for. Every path that reaches a node other than the topic is a
 candidate; their scores become probabilities by a softmax over the topic's
 candidates. With several topics (conjunctive questions) a candidate is one
 path per topic, its answers what all of them reach, its probability the
-product; combinations that share no node are dropped. Each ranked path
+product; combinations that share no node are dropped. Whether the topic is
+among the answers was learned in training (``keep_topic``). Each ranked path
 carries its answers and, per answer, a real evidence path.
 """
 from __future__ import annotations
@@ -58,6 +59,7 @@ class PathRanker:
         self.model, self.meta = load_checkpoint(self.path, kg, embedder.model_name, device)
         self.device = device
         self.max_hops = int(self.meta.get("max_hops", 3))
+        self.keep_topic = bool(self.meta.get("keep_topic", False))
         self.beam = int(beam)
         self.combinations = int(combinations)
         self.walker = PathWalker(kg, keep=keep)
@@ -74,10 +76,9 @@ class PathRanker:
             if len(self._questions) > 4096:
                 self._questions.clear()
             self._questions[text] = torch.from_numpy(self.embedder.encode([text])).to(self.device)
-        relations, backward, mask = path_tensors(paths, self.vectors)
+        tensors = [t.to(self.device) for t in path_tensors(paths, text, self.vectors, self.meta["path_types"])]
         owner = torch.zeros(len(paths), dtype=torch.long, device=self.device)
-        scores = self.model(self._questions[text], owner, self.vectors.matrix.to(self.device),
-                            relations.to(self.device), backward.to(self.device), mask.to(self.device))
+        scores = self.model(self._questions[text], owner, self.vectors.matrix.to(self.device), *tensors)
         return scores.tolist()
 
     def score_hops(self, question: str, topic_names: Sequence[str], prefix: RelationPath,
@@ -127,9 +128,11 @@ class PathRanker:
     def _route(self, legs: Sequence[tuple[str, RelationPath, float]], topics: set[str]) -> ScoredPath | None:
         shared: dict[str, Node] | None = None
         for topic, path, _p in legs:
-            ends = self.walker.ends(topic, path)
+            ends = self.walker.ends(topic, path, self.keep_topic)
             shared = dict(ends) if shared is None else {k: v for k, v in shared.items() if k in ends}
-        answers = [node for node_id, node in (shared or {}).items() if node_id not in topics]
+        shared = shared or {}
+        answers = list(shared.values()) if self.keep_topic else \
+            [node for node_id, node in shared.items() if node_id not in topics] or list(shared.values())
         if not answers:
             return None
         evidence = tuple(tuple(self.walker.evidence(topic, path, node.id) for topic, path, _p in legs)

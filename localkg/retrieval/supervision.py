@@ -1,8 +1,9 @@
 """Path labels from question–answer pairs alone: which relation paths lead to the answers.
 
 For each topic entity every relation path of up to ``max_hops`` hops is
-executed (``walk``) and labelled by the F1 of its end set, the topic left out,
-against the gold answers. With several topics (conjunctive questions: "a
+executed (``walk``) and labelled by the F1 of its end set against the gold
+answers, the better of with and without the topic (datasets differ on whether a
+question's topic can be its answer; see ``PathWalker.ends``). With several topics (conjunctive questions: "a
 forward who plays for Mexico") the answers are what the topics' paths reach
 together, so a path is labelled by the best F1 of an intersection it takes
 part in. The best paths are the positives; ties go to the fewest hops, the
@@ -47,10 +48,16 @@ class TopicPaths:
 
 @dataclass
 class Supervision:
-    """What one question teaches: per topic the labelled paths, and the F1 the best ones reach."""
+    """What one question teaches: per topic the labelled paths, and the F1 the best ones reach.
+
+    ``topic_is_answer`` is None unless the best path reaches the topic among other nodes; then
+    it says whether the topic is a gold answer (what decides whether a store's reasoner keeps
+    the topic among the answers).
+    """
 
     topics: list[TopicPaths]
     best_f1: float
+    topic_is_answer: bool | None = None
 
     def best_paths(self) -> list[RelationPath]:
         """The first positive of each topic (fewest hops, then fewest backward hops)."""
@@ -89,13 +96,17 @@ def label_question(walker: PathWalker, topics: Sequence[str], answers: Sequence[
     candidates = [(topic, paths) for topic, paths in candidates if paths]
     if not candidates:
         return None
-    if len(candidates) == 1:
-        topic, paths = candidates[0]
-        labels = [answer_f1(walker.ends(topic, path).values(), gold) for path in paths]
-    else:
-        labels_per_topic = _conjunctive_labels(walker, candidates, gold, limits)
-        return _supervision(candidates, labels_per_topic)
-    return _supervision(candidates, [labels])
+    if len(candidates) > 1:
+        return _supervision(candidates, _conjunctive_labels(walker, candidates, gold, limits))
+    topic, paths = candidates[0]
+    labels = [max(answer_f1(walker.ends(topic, path).values(), gold),
+                  answer_f1(walker.ends(topic, path, keep_topic=True).values(), gold)) for path in paths]
+    supervision = _supervision(candidates, [labels])
+    if supervision is not None:
+        reached = walker.frontier(topic, supervision.best_paths()[0]).nodes
+        if topic in reached and len(reached) > 1:
+            supervision.topic_is_answer = answer_f1([reached[topic]], gold) > 0
+    return supervision
 
 
 def _conjunctive_labels(walker: PathWalker, candidates: list[tuple[str, list[RelationPath]]],

@@ -20,7 +20,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -68,7 +68,15 @@ class SupervisionReport:
     skipped_no_path: int = 0
     gold_named: int = 0
     gold_found: int = 0
+    topic_reached: int = 0
+    topic_answered: int = 0
     seconds: float = 0.0
+
+    @property
+    def keep_topic(self) -> bool:
+        """Whether the topic counts as an answer on this store: it was a gold answer for most
+        questions whose best path reaches it among other nodes."""
+        return self.topic_answered * 2 > self.topic_reached
 
     @property
     def gold_accuracy(self) -> float:
@@ -98,6 +106,7 @@ class TrainReport:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["supervision"]["gold_accuracy"] = self.supervision.gold_accuracy
+        data["supervision"]["keep_topic"] = self.supervision.keep_topic
         return data
 
 
@@ -123,6 +132,16 @@ def groups_of(question: int, supervision: Supervision) -> list[Group]:
     return groups
 
 
+def path_types(groups: Iterable[Group]) -> dict[RelationPath, int]:
+    """The chains that are a positive of some training question, numbered from 1 (0: unseen)."""
+    seen: dict[RelationPath, int] = {}
+    for group in groups:
+        for path, target in zip(group.paths, group.targets):
+            if target > 0 and group.full:
+                seen.setdefault(path, len(seen) + 1)
+    return seen
+
+
 def _spread(paths: list[RelationPath], positives: set[RelationPath]) -> list[float]:
     hits = sum(path in positives for path in paths)
     return [1.0 / hits if path in positives else 0.0 for path in paths]
@@ -146,6 +165,9 @@ def supervise(kg: KG, questions: Sequence[Any], topics: Sequence[list[str]], lim
             report.skipped_no_path += 1
             continue
         labelled.append((question, supervision))
+        if supervision.topic_is_answer is not None:
+            report.topic_reached += 1
+            report.topic_answered += supervision.topic_is_answer
         gold = gold_relation_paths(question)
         if gold is not None:
             report.gold_named += 1
@@ -158,9 +180,11 @@ def supervise(kg: KG, questions: Sequence[Any], topics: Sequence[list[str]], lim
 class _Tensors:
     """A group's hop tensors, built once."""
 
-    def __init__(self, group: Group, vectors: RelationVectors, hops: int):
+    def __init__(self, group: Group, text: str, vectors: RelationVectors, types: dict[RelationPath, int],
+                 hops: int):
         self.question = group.question
-        self.relations, self.backward, self.mask = path_tensors(group.paths, vectors, hops)
+        self.relations, self.backward, self.said, self.mask, self.types = path_tensors(
+            group.paths, text, vectors, types, hops)
         self.targets = torch.tensor(group.targets, dtype=torch.float32)
         self.full = group.full
 
@@ -172,9 +196,11 @@ def group_loss(model: PathScorer, questions: torch.Tensor, relation_matrix: torc
     group = torch.cat([torch.full((len(g.targets),), i, dtype=torch.long) for i, g in enumerate(batch)]).to(device)
     relations = torch.cat([g.relations for g in batch]).to(device)
     backward = torch.cat([g.backward for g in batch]).to(device)
+    said = torch.cat([g.said for g in batch]).to(device)
     mask = torch.cat([g.mask for g in batch]).to(device)
+    types = torch.cat([g.types for g in batch]).to(device)
     targets = torch.cat([g.targets for g in batch]).to(device)
-    scores = model(questions, owner, relation_matrix, relations, backward, mask)
+    scores = model(questions, owner, relation_matrix, relations, backward, said, mask, types)
     count = len(batch)
     top = torch.full((count,), -math.inf, device=device).scatter_reduce(0, group, scores, "amax", include_self=True)
     total = torch.zeros(count, device=device).scatter_add(0, group, torch.exp(scores - top[group]))
@@ -207,14 +233,16 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     questions = torch.from_numpy(np.ascontiguousarray(embedder.encode(texts, progress=progress))).to(device)
     vectors = RelationVectors(kg, embedder)
     hops = max(len(path) for _q, s in labelled for topic in s.topics for path in topic.paths)
+    groups = [(index, group) for index, (_question, supervision) in enumerate(labelled)
+              for group in groups_of(index, supervision)]
+    types = path_types(group for index, group in groups if index not in held_out)
     training, validation = [], []
-    for index, (_question, supervision) in enumerate(labelled):
-        for group in groups_of(index, supervision):
-            (validation if index in held_out else training).append(_Tensors(group, vectors, hops))
+    for index, group in groups:
+        (validation if index in held_out else training).append(_Tensors(group, texts[index], vectors, types, hops))
     validation = [g for g in validation if g.full] or [g for g in training if g.full]
     relation_matrix = vectors.matrix.to(device)
     model = PathScorer(ScorerConfig(encoder_dim=questions.shape[1], hidden=config.hidden,
-                                    dropout=config.dropout)).to(device)
+                                    dropout=config.dropout, path_types=len(types))).to(device)
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     result = TrainReport(report, training_questions=len(labelled) - held, held_out_questions=held,
                          device=str(device))
@@ -239,9 +267,10 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
                                    time.perf_counter() - epoch_started)
         result.epochs.append(epoch_report)
         result.seconds = report.seconds + time.perf_counter() - started
-        training_meta = {**(meta or {}), "max_hops": hops, "train_config": asdict(config), "epochs_done": epoch,
-                         "report": result.to_json()}
-        result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, fingerprint, training_meta))
+        training_meta = {**(meta or {}), "max_hops": hops, "keep_topic": report.keep_topic,
+                         "train_config": asdict(config), "epochs_done": epoch, "report": result.to_json()}
+        result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, fingerprint, list(types),
+                                                training_meta))
         if on_epoch is not None:
             on_epoch(epoch_report)
     return result
@@ -272,6 +301,6 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
     labelled, report = supervise(kg, questions, topics, limits, progress=progress)
     embedder = embedder or Embedder(device=str(pick_device(config.device)))
     meta = {"trained_on": selection.describe(counts), "questions": len(questions), "db": str(kg.path),
-            "limits": asdict(limits)}
+            "question_ids": [question.id for question in questions], "limits": asdict(limits)}
     return train_scorer(kg, labelled, embedder, config, out, report, meta=meta, progress=progress,
                         on_epoch=on_epoch)

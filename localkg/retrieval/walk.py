@@ -78,10 +78,19 @@ class PathWalker:
                 self._frontiers[key] = Frontier({topic: Node(record.id, record.name or record.value, record.kind)}, {})
         return self._frontiers[key]
 
-    def ends(self, topic: str, path: RelationPath) -> dict[str, Node]:
-        """The end nodes of ``path`` without the topic itself: a question about X never has X as
-        its answer (MetaQA's gold answers leave it out; "films that share a director with X")."""
-        return {node_id: node for node_id, node in self.frontier(topic, path).nodes.items() if node_id != topic}
+    def ends(self, topic: str, path: RelationPath, keep_topic: bool = False) -> dict[str, Node]:
+        """The end nodes of ``path``; the topic comes first with ``keep_topic``, else it is left
+        out unless it is all the path reaches.
+
+        Datasets differ: "films that share a director with X" reaches X too, and MetaQA's gold
+        answers never hold the topic; PathQuestion's "the mother of X's son" is X. Which one a
+        store's questions mean is learned in training (``Supervision.topic_is_answer``).
+        """
+        nodes = self.frontier(topic, path).nodes
+        if keep_topic and topic in nodes:
+            return {topic: nodes[topic], **nodes}
+        others = {node_id: node for node_id, node in nodes.items() if node_id != topic}
+        return others or dict(nodes)
 
     def extensions(self, topic: str, path: RelationPath) -> list[Hop]:
         """The hops that lead on from ``path``'s frontier, most facts first; executes them all."""

@@ -1,0 +1,92 @@
+"""How many question–answer pairs the learned-paths reasoner needs: Hits@1 against training size.
+
+For each set and each size N, ``localkg train paths --sample N`` trains on N questions drawn
+from the set's dev file outside the evaluation sample (``--exclude-sample 200 --exclude-seed 0``),
+and ``localkg eval --sample 200 --seed 0`` asks the learned-paths reasoner (no LLM call:
+``llm_options=0``, so the curve measures the scorer alone) the 200 questions docs/results.md uses.
+"all" is every question outside the sample. Prints one JSON object: per set and size the
+Hits@1, the training wall time and the ratio of Hits@1 to the largest size's; writes the plot
+to ``--plot``. Usage (the stores of docs/results.md, "Stores")::
+
+    OMP_NUM_THREADS=1 python bench/path_learning_curve.py --metaqa-db dbs/metaqa --pq-db dbs/pq2h \\
+        --out runs/curve --plot docs/training_curve.png
+    python bench/path_learning_curve.py ... --sizes 50 --sets pq-2h        # smoke size
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SETS = {"metaqa-2hop": ("metaqa", SHARED / "metaqa" / "2-hop" / "qa_dev.txt"),
+        "pq-2h": ("pq", SHARED / "pathquestion" / "PQ-2H.txt")}
+
+
+def point(name: str, db: Path, questions: Path, size: str, out: Path) -> dict:
+    """Train on ``size`` questions (``all``: no sample) and evaluate; Hits@1 and seconds."""
+    folder = out / name / size
+    folder.mkdir(parents=True, exist_ok=True)
+    checkpoint = folder / "scorer.pt"
+    sample = [] if size == "all" else ["--sample", size]
+    started = time.perf_counter()
+    subprocess.run(["localkg", "train", "paths", "--db", str(db), "--questions", str(questions), *sample,
+                    "--exclude-sample", "200", "--exclude-seed", "0", "--out", str(checkpoint), "--threads", "1",
+                    "--json"], check=True, stdout=subprocess.DEVNULL)
+    trained = time.perf_counter() - started
+    subprocess.run(["localkg", "eval", str(questions), "--db", str(db), "--reasoner", "learned-paths",
+                    "--sample", "200", "--seed", "0", "--out", str(folder / "eval"),
+                    "--set", f"checkpoint={checkpoint}", "--set", "llm_options=0"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    summary = json.loads((folder / "eval" / "summary.json").read_text())
+    return {"size": size, "hits@1": summary["hits@1"], "train_seconds": round(trained, 1)}
+
+
+def plot(results: dict[str, list[dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name, points in results.items():
+        labels = [p["size"] for p in points]
+        axes.plot(range(len(points)), [p["hits@1"] for p in points], marker="o", label=name)
+        axes.set_xticks(range(len(points)), labels)
+    axes.set_xlabel("training questions (outside the 200 evaluated)")
+    axes.set_ylabel("Hits@1 on the 200-question dev sample")
+    axes.set_ylim(0, 1)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--metaqa-db", type=Path)
+    parser.add_argument("--pq-db", type=Path)
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--sizes", nargs="+", default=["50", "200", "800", "all"])
+    parser.add_argument("--out", type=Path, default=Path("runs/curve"))
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args()
+    stores = {"metaqa": args.metaqa_db, "pq": args.pq_db}
+    results: dict[str, list[dict]] = {}
+    for name in args.sets:
+        store, questions = SETS[name]
+        if stores[store] is None:
+            parser.error(f"--{store}-db is needed for {name}")
+        results[name] = [point(name, stores[store], questions, size, args.out) for size in args.sizes]
+        largest = results[name][-1]["hits@1"] or 1.0
+        for entry in results[name]:
+            entry["ratio_to_largest"] = round(entry["hits@1"] / largest, 3)
+    if args.plot:
+        plot(results, args.plot)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
