@@ -629,6 +629,17 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
 
 # ---------------------------------------------------------------- asking (helper "reasoners I")
 DEFAULT_REASONER = "tog"
+TRAINED_REASONER = "learned-paths"
+
+
+def pick_reasoner(db: Path, name: str | None) -> str:
+    """The reasoner ``ask`` uses: the one named, else the trained one when the store has a path
+    scorer (``localkg train paths``), else today's default."""
+    if name:
+        return name
+    from localkg.retrieval.checkpoint import default_checkpoint  # imports torch: only when no reasoner is named
+
+    return TRAINED_REASONER if default_checkpoint(db).is_file() else DEFAULT_REASONER
 
 
 def parse_settings(settings: tuple[str, ...]) -> dict[str, str]:
@@ -664,8 +675,8 @@ def print_answer(result: Any, trace: bool = False, shown: int = 10) -> None:
     else:
         reason = next((note for note in result.notes if note.startswith("no answer found")), "no answer found")
         click.echo(reason)
-    click.echo(f"({len(result.llm_calls)} LLM calls, {result.prompt_tokens}+{result.completion_tokens} tokens, "
-               f"{len(result.kg_queries)} graph queries, {result.seconds:.1f} s)")
+    click.echo(f"({result.reasoner}: {len(result.llm_calls)} LLM calls, {result.prompt_tokens}+"
+               f"{result.completion_tokens} tokens, {len(result.kg_queries)} graph queries, {result.seconds:.1f} s)")
     if trace:
         for note in result.notes:
             click.echo(f"note: {note}")
@@ -683,7 +694,9 @@ def print_answer(result: Any, trace: bool = False, shown: int = 10) -> None:
 @main.command()
 @click.argument("question")
 @db_option()
-@click.option("--reasoner", default=DEFAULT_REASONER, show_default=True, help="Registered reasoner name.")
+@click.option("--reasoner", default=None,
+              help=f"Registered reasoner name (default: {TRAINED_REASONER} when DB has a trained path scorer, "
+                   f"`localkg train paths`; else {DEFAULT_REASONER}).")
 @click.option("--topic", "topics", multiple=True, metavar="ID",
               help="Topic entity id (repeatable); without it the question is linked to the graph.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Reasoner setting (repeatable).")
@@ -691,7 +704,7 @@ def print_answer(result: Any, trace: bool = False, shown: int = 10) -> None:
 @click.option("--trace", is_flag=True, help="Also print every LLM call and graph query.")
 @llm_options
 @friendly_errors
-def ask(question: str, db: Path, reasoner: str, topics: tuple[str, ...], settings: tuple[str, ...], as_json: bool,
+def ask(question: str, db: Path, reasoner: str | None, topics: tuple[str, ...], settings: tuple[str, ...], as_json: bool,
         trace: bool, model: Path | None, n_ctx: int, n_gpu_layers: int, llm_threads: int | None,
         prompt_style: str | None, llm_cache: Path | None) -> None:
     """Answer QUESTION from the graph in --db, with the evidence path of each answer."""
@@ -699,7 +712,7 @@ def ask(question: str, db: Path, reasoner: str, topics: tuple[str, ...], setting
     from localkg.reasoners.base import Context, get_reasoner
     from localkg.store import KG
 
-    reasoner_class = get_reasoner(reasoner)
+    reasoner_class = get_reasoner(pick_reasoner(db, reasoner))
     with KG.open(db, read_only=True) as kg:
         context = Context(kg, llm_factory=llm_factory(model, n_ctx, n_gpu_layers, llm_threads, prompt_style,
                                                           llm_cache))
