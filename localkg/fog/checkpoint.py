@@ -3,8 +3,7 @@
 A checkpoint is one ``torch.save`` file holding plain data only (weights, the
 scorer's sizes, the frozen encoder's name and dimension, and what it was trained
 on), read back with ``weights_only=True`` so loading never runs pickled code.
-Writes go to a temporary file that replaces the target, so an interrupted
-training run leaves the previous checkpoint intact.
+Writes are atomic (``localkg.torch_checkpoint``).
 """
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import torch
 
 from localkg.errors import CheckpointError
 from localkg.fog.model import ForesightScorer, ScorerConfig
+from localkg.torch_checkpoint import save_model
 
 FORMAT = 1
 #: Where ``localkg train fog`` writes by default, and where ``fog`` looks: beside the graph.
@@ -35,19 +35,7 @@ def checkpoint_location(setting: str, db_path: str | Path | None) -> Path | None
 
 def save_checkpoint(path: str | Path, model: ForesightScorer, encoder: str, meta: dict[str, Any]) -> Path:
     """Write ``model`` with its config, encoder name and training ``meta`` to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "format": FORMAT,
-        "config": model.config.to_json(),
-        "encoder": encoder,
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "meta": meta,
-    }
-    temporary = path.with_name(path.name + ".tmp")
-    torch.save(payload, temporary)
-    temporary.replace(path)
-    return path
+    return save_model(path, FORMAT, model, encoder, meta)
 
 
 def load_checkpoint(path: str | Path, encoder: str | None = None,

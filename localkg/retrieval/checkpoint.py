@@ -6,8 +6,7 @@ on), read back with ``weights_only=True`` so loading never runs pickled code.
 The fingerprint is a hash of the store's relation catalogue: a scorer has
 learned what *these* relations mean, so a checkpoint from a store with other
 relations is refused, while loading more facts over the same relations keeps
-it valid. Writes go to a temporary file that replaces the target, so an
-interrupted training run leaves the previous checkpoint intact.
+it valid. Writes are atomic (``localkg.torch_checkpoint``).
 """
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ import torch
 from localkg.errors import CheckpointError
 from localkg.retrieval.model import PathScorer, ScorerConfig
 from localkg.store.kg import KG
+from localkg.torch_checkpoint import save_model
 
 FORMAT = 1
 #: Where ``localkg train paths`` writes by default, and where the reasoners look: beside the graph.
@@ -40,21 +40,8 @@ def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, fingerpri
                     path_types: list[tuple[tuple[str, str], ...]], meta: dict[str, Any]) -> Path:
     """Write ``model`` with its config, encoder name, store fingerprint, the chains it has a
     vector of (``path_types``, in row order from 1) and training ``meta``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "format": FORMAT,
-        "config": model.config.to_json(),
-        "encoder": encoder,
-        "store": fingerprint,
-        "path_types": [[list(hop) for hop in chain] for chain in path_types],
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "meta": meta,
-    }
-    temporary = path.with_name(path.name + ".tmp")
-    torch.save(payload, temporary)
-    temporary.replace(path)
-    return path
+    return save_model(path, FORMAT, model, encoder, meta, store=fingerprint,
+                      path_types=[[list(hop) for hop in chain] for chain in path_types])
 
 
 def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None = None,
