@@ -76,8 +76,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=list(MODES), help=argparse.SUPPRESS)  # one measurement, in a child
     args = parser.parse_args()
 
-    from localkg.evaluation.datasets import detect_format, read_questions
-    from localkg.evaluation.harness import EvalConfig, select_questions
+    from localkg.datasets import detect_format, read_questions, select_questions
+    from localkg.evaluation.harness import EvalConfig
 
     args.work.mkdir(parents=True, exist_ok=True)
     db = args.db or metaqa_store(args.work)
