@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from localkg.errors import DatabaseExistsError, DatabaseLockedError, DatabaseNotFoundError, UnknownEntityError
+from localkg.errors import (DatabaseExistsError, DatabaseFormatError, DatabaseLockedError, DatabaseNotFoundError,
+                            UnknownEntityError)
 from localkg.loaders.triples import load_triples
 from localkg.store import KG, FactBatch
 from localkg.store.model import CVT, LITERAL
@@ -246,7 +247,7 @@ def test_old_format_database_is_upgraded_on_open(tmp_path: Path) -> None:
     connection.close()
     old.close()
     (db / schema.MANIFEST_FILE).write_text('{"format": 1, "generation": 0}')
-    with pytest.raises(DatabaseNotFoundError, match="open it once read-write"):
+    with pytest.raises(DatabaseFormatError, match="open it once read-write"):
         KG.open(db, read_only=True)
     with KG.open(db) as kg:
         assert kg.manifest["format"] == schema.FORMAT_VERSION

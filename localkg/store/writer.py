@@ -768,10 +768,10 @@ def _chunks(rows: list, size: int) -> Iterable[list]:
 
 
 def path_literal(path: Path) -> str:
-    """``path`` as a Cypher string literal: Kùzu takes the files of ``COPY`` and ``LOAD FROM`` only
+    r"""``path`` as a Cypher string literal: Kùzu takes the files of ``COPY`` and ``LOAD FROM`` only
     as literals (a parameter must be a data frame), and a store may live under any directory name.
 
     >>> print(path_literal(Path("/data/it's\\here/Node.parquet")))
-    '/data/it\\'s\\\\here/Node.parquet'
+    '/data/it\'s\\here/Node.parquet'
     """
     return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
