@@ -1,34 +1,14 @@
 """Which nodes a name or alias stands for, answered in memory: the linker's label lookups.
 
-Kùzu keeps names and aliases in the ``Label`` table and links them to nodes with ``Names``
-(docs/architecture.md). Asking Kùzu for every lookup made entity linking slow, and on a
-1M-entity ``make_dump.py`` graph these are the costs measured (load average 4-5, 2 cores):
+Per ``Label`` row (by its Kùzu offset) the label text and its ``(node id, node name, degree)``
+rows, the labels' BLAKE2b-64 hashes sorted for lookup by text, and a BM25 inverted index of
+their word stems (:meth:`LabelTable.search`). Exact lookups are array lookups and a full-text
+query a few array operations, where asking Kùzu cost milliseconds to seconds per lookup at
+dump scale (docs/indexes.md and docs/benchmarks.md, "Entity linking").
 
-* Kùzu 0.11 uses its primary-key index only for a single key: ``WHERE l.id IN $keys`` and
-  ``UNWIND $keys AS k MATCH (l:Label {id: k})`` scan the whole table (a 5-id ``IN`` on ``Node``
-  233 ms), so the spans of a question cannot share one indexed query;
-* following ``Names`` from one label costs 1-5 ms, a join of the full-text hits with ``Names``
-  and ``Node`` 1.9 s;
-* a full-text query returning ``node.id`` hash-joins its 20 hits with a scan of ``Label``;
-  returning ``offset(id(node))`` does not.
-
-So the linker reads the graph's labels once per graph generation into this table: per
-``Label`` row (by its Kùzu offset) the label text and the range of its ``(node id, node name,
-degree)`` rows, plus the labels' BLAKE2b-64 hashes sorted for lookup by text, and an inverted
-index of the labels' word stems for BM25 full-text search (:meth:`LabelTable.search`). Every
-exact-name lookup is then an array lookup (microseconds) and a full-text query a few array
-operations (about a millisecond on 900k labels).
-
-Why full-text search here and not Kùzu's ``QUERY_FTS_INDEX``, which ``index build`` also
-creates: on the 1M-entity graph one Kùzu full-text query took 10-35 ms p50 (more than the
-whole linking budget of 20 ms), the in-memory index about 1 ms with the same BM25 formula
-over the same labels. Kùzu's index stays for users' own Cypher, and tests check that both
-find the same labels.
-
-``localkg index build`` saves the table in ``DB/indexes/labels/`` (Arrow IPC files, memory-mapped
-when read, so memory stays with the page cache); when it is missing or was built at an older
-generation, :func:`label_table_for` reads it from Kùzu instead (three scans: about 7 s for 1.3M
-name links). A table answers only for the generation and ``Label`` row count it was built at.
+``localkg index build`` saves the table in ``DB/indexes/labels/`` (Arrow IPC, memory-mapped);
+when it is missing or older than the graph, :func:`label_table_for` reads it from Kùzu
+instead. A table answers only for the generation and ``Label`` row count it was built at.
 """
 from __future__ import annotations
 

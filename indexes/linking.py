@@ -1,28 +1,16 @@
 """Entity linking: which nodes of the graph a question is about.
 
-Three sources of candidates, each scored in [0, 1] and merged per node:
+Three sources of candidates, each scored in [0, 1] and merged per node: **exact** (a mention
+is a name or alias of the node, or a marked node id; scored by the mention's prior,
+``mentions.py``), **full-text** (BM25 over every name and alias in the label table) and
+**vector** (the FAISS entity index, for names written differently from the graph's; asked
+only about mentions no name matches exactly, which halves such a link's time). A node found
+several ways keeps its best score plus a small bonus per extra source and a reason string;
+ties between namesakes go to the exact case, then the higher degree.
 
-* **exact**: a mention's text is a name or alias of the node (the ``Label`` keys, case and
-  spacing ignored; a marked mention may also be a node id). Scored by the mention's prior
-  (``mentions.py``), so ``[Ginger Rogers]`` scores 1.0 and a stray n-gram less;
-* **full-text**: BM25 over every name and alias (the label table's word index), scored by how
-  much of the label the mention covers;
-* **vector**: the FAISS entity index, cosine of the mention's embedding to each name. It is
-  the source for names written differently from the graph's (misspelt, reordered), so it is
-  asked about the named mentions that no name matches exactly, or about the question's content
-  words when it names nothing (a named mention found exactly needs no fuzzy match, and
-  skipping the encode halves the time of such a link).
-
-A node found several ways keeps its best score plus a small bonus per extra source, and
-a reason string that says how it was found. Ties between namesakes are broken by how
-exactly the case matches and then by degree (a hub is the likelier referent).
-
-Speed (docs/benchmarks.md): names, aliases and full-text hits are resolved to nodes in memory
-(``label_table.py``: Kùzu cannot look up many keys of a question in one indexed query, joins
-from labels to nodes cost milliseconds each, and its full-text query alone took 10-35 ms on a
-1M-entity graph); one primary-key query per question fetches what the table does not hold
-(display names of vector-only candidates, marked node ids, degrees for ties). The mention
-embedding and the FAISS search run in a worker thread while the lexical sources are scored.
+Names and full-text hits resolve in memory (``label_table.py``); one primary-key query per
+question fetches the rest, and the mention's embedding runs in a worker thread meanwhile.
+docs/indexes.md and docs/benchmarks.md ("Entity linking") have the measurements.
 """
 from __future__ import annotations
 

@@ -7,20 +7,8 @@ Layout of one index (``DB/indexes/entities/`` or ``DB/indexes/relations/``)::
     rows-00000.parquet   per vector, in order: the node (or relation) id and the text embedded
     rows-00001.parquet   ... one part per checkpoint, so saving progress appends instead of rewriting
 
-Vectors are unit length and every index uses inner product, so scores are cosines
-(approximately so for product quantization).
-
-Index types, with memory per vector for dimension d (MiniLM: d = 384):
-
-=========  ============================  ====================  =======================================
-type       FAISS                         bytes per vector      when
-=========  ============================  ====================  =======================================
-flat       IndexFlatIP                   4·d (1,536)           exact; ``auto`` below 200,000 vectors
-hnsw       IndexHNSWFlat, M=32           4·d + 2·M·4 (1,792)   fast and near-exact, but memory of flat
-ivfpq      IVF(√n lists), PQ(d/8)×8b     d/8 + 8 (56)          ``auto`` from 200,000 vectors; millions
-=========  ============================  ====================  =======================================
-
-The row files add the ids and texts themselves (about 20-60 bytes per vector).
+Vectors are unit length and every index uses inner product, so scores are cosines. The index
+types (``flat``, ``hnsw``, ``ivfpq``) and their memory per vector are in docs/indexes.md.
 """
 from __future__ import annotations
 

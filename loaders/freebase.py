@@ -1,43 +1,15 @@
 """The Freebase RDF dump (``freebase-rdf-latest.gz``) into a localkg database.
 
-The dump is tab-separated N-Triples, ``<s>\\t<p>\\t<o>\\t.``, 3.1 billion
-lines. Lines are parsed in worker processes (``loaders/parallel.py``) and
-mapped like this:
+Tab-separated N-Triples, parsed in worker processes (``loaders/parallel.py``): ids lose the
+``ns/`` namespace, ``type.object.name``/``common.topic.alias``/``common.topic.description``/
+``type.object.type`` become node attributes, names of schema ids label relations, predicates
+matched by the filter (``loaders/data/freebase_filter.txt``, data a user can change) are
+counted and dropped, and every other line is a fact. A chunk is split into columns of terms
+by Arrow (``rows.py``) and each distinct term parsed once (``object_terms.py``), so a filtered
+line costs almost nothing; damage to a line's shape is always rejected.
 
-* ids lose the ``http://rdf.freebase.com/ns/`` namespace (``m.02mjmr``,
-  ``people.person.place_of_birth``); rdf/rdfs/owl/xsd IRIs get their usual
-  prefixes; excerpts whose namespace was stripped (``</m.0abc>``) read the same;
-* ``type.object.name`` in the requested languages becomes the node's name
-  (first language first; a regional variant such as ``en-GB`` stands in when
-  the plain tag is missing; names in the other requested languages become
-  aliases), ``common.topic.alias`` aliases, ``common.topic.description`` the
-  description and ``type.object.type`` the types: node attributes, not edges;
-* names of schema objects (ids that are not ``m.``/``g.`` machine ids) label
-  relations: ``people.person.place_of_birth`` → "Place of birth"; relations
-  the schema does not name get ``relation_label`` ("place of birth");
-* predicates matched by the filter (``loaders/data/freebase_filter.txt`` by
-  default; a file, so users change it without touching code) are dropped and
-  counted by the pattern that matched;
-* every other line is a fact; typed literals become literal nodes whose id is
-  their N-Triples spelling (``"1961-08-04"^^xsd:date``).
-
-A chunk's lines are split into columns of terms first (Arrow's CSV reader,
-``rows.py``), and each distinct term is parsed once: predicates and subjects
-in Python, objects mostly by Arrow's kernels (``object_terms.py``); facts are
-then taken from the parsed terms by index, and only attribute lines cost a
-Python call each. A filtered line is counted and dropped without parsing its
-subject and object, which makes the third of the dump that is bookkeeping
-nearly free. So damage inside a filtered line's terms counts as
-filtered, not rejected; damage to the line's shape (truncated, no final dot,
-invalid UTF-8, blank) is always rejected.
-
-CVT (mediator) nodes are machine ids that never get a name. A name may come
-after the edges that mention a node, and in another chunk, so this is decided
-once at the end of the load: every ``m.``/``g.`` entity without a name
-becomes kind ``cvt``, a range of node sequence numbers at a time. That is the rule of the
-KGQA literature (ToG calls them "UnName_Entity"); it also marks the few real
-entities that have no name in the requested languages, which reasoners then
-treat as mediators to hop through.
+A machine id still without a name at the end of the load becomes a ``cvt`` (mediator) node,
+the KGQA literature's rule (ToG's "UnName_Entity"). docs/loading.md has the full mapping.
 """
 from __future__ import annotations
 

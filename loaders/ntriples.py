@@ -1,17 +1,10 @@
 """A line-at-a-time N-Triples parser built for dump scale and for telling damage apart.
 
-Dumps have billions of lines, so the common case must cost a ``split`` and a
-few string checks: Freebase writes ``<s>\\t<p>\\t<o>\\t.`` and Wikidata's
-truthy dump ``<s> <p> <o> .``, and a line without backslashes in its
-literal needs no unescaping. Everything else (other spacing, tabs inside
-literals, escapes) takes a regular-expression path. A line that is not a
-triple raises :class:`BadLine` whose message is the reason that lands in the
-rejects file: ``truncated line``, ``missing terminator``, ``bad escape``,
-``malformed IRI`` and so on, so a user can see what kind of damage a file has.
-
-Terms come back as plain strings: an IRI without its angle brackets, a blank
-node as ``_:label``, and a literal as :class:`Literal` (value unescaped,
-datatype IRI or ``""``, language tag or ``""``).
+The common case (Freebase's ``<s>\\t<p>\\t<o>\\t.``, Wikidata's ``<s> <p> <o> .``, no escapes)
+costs a ``split`` and a few string checks; everything else takes a regular-expression path.
+A line that is not a triple raises :class:`BadLine`, whose message (``truncated line``,
+``bad escape``, ``malformed IRI``, ...) is the reason the rejects file records. Terms come back
+as strings (an IRI without brackets, a blank node as ``_:label``) or as :class:`Literal`.
 
 >>> parse_triple('<http://a>\\t<http://p>\\t"Paris"@fr\\t.')
 ('http://a', 'http://p', Literal(value='Paris', datatype='', lang='fr'))

@@ -1,33 +1,15 @@
 """The dump-load engine: chunks of lines parsed in worker processes, written in order, checkpointed.
 
-Full Freebase is 3.1 billion lines and Wikidata 100 million entities, so one
-load must use every core, hold bounded memory and survive interruption:
+The main process decompresses each file and cuts it into chunks of whole lines; ``spawn``ed
+workers parse chunks into :class:`ColumnBatch` columns (at most two chunks per worker in
+flight, so memory stays bounded); the main process hands them in file order to the store's
+:class:`GraphWriter` and checkpoints after each batch (``checkpoint.py``), so ``resume=True``
+continues after the last staged batch. A truncated or corrupt compressed file stops the load
+with :class:`LoadError` after every complete line before the damage; Ctrl-C keeps what was
+staged. docs/loading.md describes the engine in full.
 
-* the main process decompresses each file and cuts it into chunks of whole
-  lines (``CHUNK_BYTES`` of text; a format may move the cut, Freebase keeps a
-  subject's lines together);
-* worker processes (``spawn``, so no Kùzu thread is ever forked) turn chunks
-  into :class:`ColumnBatch` columns (facts, node records, name links and the
-  hash of every key: the per-row work of a write) plus counts and rejects; at
-  most two chunks per worker are in flight, so memory does not grow with the file,
-  and a worker hands back what a chunk's parse freed before the next
-  (``memory.py``: Arrow on the C allocator, trimmed), which kept each worker
-  about 70 MB smaller;
-* the main process hands the results in file order, a batch of chunks at a
-  time, to the store's :class:`GraphWriter`, which deduplicates and stages them
-  on disk and copies them into Kùzu in a few large flushes; after each batch it
-  records rejects and saves a checkpoint (``checkpoint.py``), so
-  ``resume=True`` continues after the last staged batch;
-* a progress bar shows compressed bytes read (the ETA), lines and lines/s.
-
-A truncated or corrupt compressed file stops the load with
-:class:`LoadError` after every complete line before the damage has been
-parsed and written. Ctrl-C stops at once; what was staged and checkpointed
-stays, and the next writer (``--resume``) flushes it.
-
-Formats (``freebase.py``, ``wikidata.py``) implement :class:`DumpFormat`:
-``parse`` runs in workers and must be picklable; ``absorb`` and ``finish``
-run in the main process.
+Formats (``freebase.py``, ``wikidata.py``) implement :class:`DumpFormat`: ``parse`` runs in
+workers and must be picklable; ``absorb`` and ``finish`` run in the main process.
 """
 from __future__ import annotations
 

@@ -1,24 +1,14 @@
 """Custom knowledge graphs from triple files: TSV, CSV, pipe-separated, N-Triples, Turtle, JSONL.
 
-``load_triples`` streams one or more files into a database through the
-store's :class:`GraphWriter` (staged Parquet, ``COPY``, dedupe), in batches,
-with a progress bar. Malformed lines go to the rejects file with their line
-number and reason; the :class:`LoadReport` says what happened to every line::
+``load_triples`` streams files through the store's :class:`GraphWriter` in batches, with a
+progress bar. Malformed lines go to the rejects file with their line number and reason, and
+the :class:`LoadReport` accounts for every line::
 
     lines_read = facts_loaded + duplicates + attributes + skipped + rejected
 
-(skipped: blank lines, ``#`` comments, a header line). RDF is parsed by pyoxigraph, a real RDF parser: N-Triples line by
-line, so one bad line is rejected and the rest load; Turtle as a document,
-because its statements span lines (a syntax error stops the file with the
-position, after loading every statement before it). Files are read line by
-line, so a CSV field cannot span lines (both lines are rejected); a UTF-8 byte
-order mark at the start of a file is dropped; a damaged compressed file keeps
-every complete line before the damage.
-
-Node ids are the file's own strings: MetaQA names, FB15k-237 ``/m/`` ids
-(``--names`` gives their names), IRIs for RDF. For RDF, label predicates
-(rdfs:label, schema:name, skos:prefLabel, …) become names, aliases and
-descriptions, and rdf:type becomes the node's types, rather than facts.
+RDF is parsed by pyoxigraph (N-Triples line by line, Turtle as a document) and its label and
+``rdf:type`` predicates become node attributes rather than facts. Node ids are the file's own
+strings. docs/loading.md has each format's rules.
 """
 from __future__ import annotations
 

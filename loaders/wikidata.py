@@ -1,44 +1,15 @@
 """Wikidata dumps into a localkg database: the JSON dump and the truthy N-Triples dump.
 
-The JSON dump (``latest-all.json.gz`` / ``.bz2``) is one JSON array with one
-entity per line (``[``, ``{...},`` …, ``]``). Each line is parsed in a
-worker process (``loaders/parallel.py``) and mapped like this:
+The JSON dump has one entity per line, parsed in worker processes (``loaders/parallel.py``):
+an item becomes a node (label in the requested languages as name, aliases, description,
+``P31`` values as types), its truthy claims become facts (``ranks="all"`` keeps every rank),
+and with ``qualifiers=True`` a qualified statement becomes a ``cvt`` statement node that
+``KG.steps`` folds into one move, as Freebase's mediators. Every value type becomes a node
+(time, quantity and coordinates as typed literals); a property fills the relation catalogue.
+The truthy dump (``latest-truthy.nt.gz``) is N-Triples: ``wdt:`` predicates become facts,
+label predicates attributes, and everything else is filtered by namespace.
 
-* an **item** becomes a node: its label in the requested languages is the
-  name (first language first; regional variants such as ``en-gb`` stand in;
-  labels in the other requested languages become aliases), with its aliases,
-  its description, and its ``P31`` (instance of) values as types;
-* its **claims** become facts ``Q42 —P69→ Q691283``. By default only the
-  truthy ones, as Wikidata's own truthy dump: the preferred statements of a
-  property if it has any, else its normal ones; deprecated statements are
-  dropped (``ranks="all"`` keeps every rank). ``novalue``/``somevalue`` snaks
-  say "no value" / "unknown value" and are skipped and counted;
-* with ``qualifiers=True`` a statement that has qualifiers becomes a
-  statement node (kind ``cvt``, id the statement id): ``Q42 —P26→ (stmt)
-  —P26→ Q14623681`` and ``(stmt) —P580→ "1991-11-25"^^xsd:date``, the Wikidata
-  analogue of a Freebase mediator, which ``KG.steps`` folds into one move;
-* every value type is a node: entity ids (items, properties, lexemes, forms,
-  senses); strings and external ids as plain literals; monolingual text as
-  ``"text"@lang``; time as ``xsd:date``/``xsd:gYearMonth``/``xsd:gYear``/
-  ``xsd:dateTime`` by its precision (coarser than a year keeps the year);
-  quantity as its amount typed ``xsd:decimal``, or typed by its unit
-  (``"1.96"^^wd:Q11573``: the unit travels with the value); coordinates as
-  ``"Point(lon lat)"^^geo:wktLiteral`` as in Wikidata's RDF;
-* a **property** fills the relation catalogue: ``P19`` → "place of birth",
-  with its description. Its own claims (constraints, formatter URLs) are not
-  loaded: they describe the schema, not the world;
-* lexemes and other entity types are counted as filtered.
-
-Counting: ``lines_read`` = entity lines + ``[``/``]`` lines (skipped) +
-rejected lines; ``details`` counts items, properties, statements and
-qualifiers; ``filtered`` counts dropped statements (by rank) and entities of
-other types; ``attributes`` counts kept labels, aliases and descriptions.
-
-The truthy dump (``latest-truthy.nt.gz``) is N-Triples: ``wdt:`` predicates
-become facts, ``rdfs:label``/``schema:name``/``skos:altLabel``/
-``schema:description`` attributes (of properties: relation labels), and
-everything else is filtered by namespace; its counts are per line as for
-Freebase.
+docs/loading.md has the full mapping and how each line is counted.
 """
 from __future__ import annotations
 

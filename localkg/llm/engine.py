@@ -1,35 +1,15 @@
 """One loaded GGUF model, shared by every ``LLM`` in the process, and the three things we ask of it.
 
-* ``complete``: free text through llama-cpp-python's ``create_completion``
-  (its ``usage`` is the accounting).
-* ``constrained``: grammar-constrained greedy decoding. llama-cpp-python's
-  own grammar path checks *every* vocabulary entry against the grammar at
-  every step; with Gemma 3's 262k-token vocabulary that is slower than the
-  model itself (bench/llm_speed.py measures both). Under greedy decoding the
-  answer is the highest-logit token the grammar accepts, so we check the
-  model's top 64 tokens first and widen only when none fits — the same token
-  llama.cpp picks (the tests replay calls through llama-cpp's grammar path),
-  at a fraction of the cost. The grammar sampler is llama.cpp's own
-  (``llama_sampler_init_grammar``), so the language accepted is identical.
-* ``next_logprobs``: the next-token distribution after a token sequence, for
-  scoring labels (see ``scoring.py``).
+* ``complete``: free text through llama-cpp-python's ``create_completion``.
+* ``constrained``: grammar-constrained greedy decoding with llama.cpp's own grammar sampler,
+  checking the model's top 64 tokens first and widening only when none fits: the token
+  llama.cpp would pick, without testing all 262k of Gemma 3's vocabulary every step.
+* ``next_logprobs``: the next-token distribution after a token sequence (``scoring.py``).
 
-Determinism and the KV cache. llama.cpp's CPU kernels give slightly
-different numbers for the same position depending on the batch it was
-computed in (rows in groups of four take a GEMM kernel, the rest a GEMV
-one), enough to move a log-probability by 0.5 or more. Reusing whatever
-prefix the previous call left in the cache would make an answer depend on
-the calls before it. So every prompt is evaluated *canonically*: in batches
-of ``CHUNK`` tokens aligned at position 0, then answer tokens one at a time.
-Within a call (decoding, walking the label trie) the prompt is evaluated
-once; a later call reuses only the whole chunks it shares with the cached
-prompt (identical tokens, computed the same way), so the same call gives the
-same numbers whatever ran before. ``CHUNK`` is llama.cpp's default batch
-(512): smaller chunks would share more between prompts, but on a CPU they
-cost 2-3x in prefill speed (measured with 64, 128, 256 and 512). The model is
-created with ``n_batch = CHUNK`` so llama-cpp's own evaluation from an empty
-cache is canonical too. A lock serialises calls: a llama context is not
-thread-safe.
+Every prompt is evaluated canonically, in ``CHUNK``-token batches aligned at position 0, so
+an answer never depends on the calls before it (llama.cpp's CPU kernels give batch-dependent
+numbers); a lock serialises calls, since a llama context is not thread-safe. docs/llm.md
+("Determinism and the KV cache") has the measurements behind both choices.
 """
 from __future__ import annotations
 

@@ -1,23 +1,11 @@
 """How a prompt becomes the text the model continues: plain completion, or the model's chat template.
 
-One mechanism for every helper: the caller's prompt (with the runtime's
-format instructions) is *framed* into a string and the model continues that
-string — by free generation, grammar-constrained generation, or by reading
-the next-token distribution. Because scoring and generation see the same
-framed text, a label's probability and a generated choice agree.
-
-* ``completion`` — the text as is. Right for base models such as the
-  bundled Gemma 3 270M (pre-trained only, no chat template in its GGUF);
-  prompts for them are few-shot and end with a cue such as ``Answer:``.
-* ``chat`` — the prompt as one user message, rendered with the GGUF's own
-  Jinja chat template (``tokenizer.chat_template``) plus the assistant cue.
-  This is what ``create_chat_completion`` does internally; rendering it
-  ourselves lets ``score_options`` read probabilities of the same text.
-
-``auto`` picks ``chat`` when the GGUF has a chat template and does not name
-itself a base model (``general.finetune``/``general.name`` containing
-"base"), else ``completion``. Override with ``LLM(prompt_style=...)`` or
-``LOCALKG_PROMPT_STYLE``.
+Scoring and generation continue the same framed string, so a label's probability and a
+generated choice agree. ``completion`` is the text as is (base models such as the bundled
+Gemma 3 270M); ``chat`` renders the prompt as one user message with the GGUF's own Jinja
+chat template. ``auto`` picks ``chat`` when the GGUF has a template and does not name itself
+a base model. Override with ``LLM(prompt_style=...)`` or ``LOCALKG_PROMPT_STYLE``; docs/llm.md
+has the details.
 """
 from __future__ import annotations
 

@@ -1,32 +1,15 @@
 """A persistent set of 64-bit key hashes, used to deduplicate loads.
 
 Kùzu has no unique constraint on relationship rows and refuses duplicate
-primary keys in ``COPY``, so every load must know which nodes and facts the
-database already holds. Asking Kùzu for each key would be slow at dump scale;
-instead each kind of key keeps a set of BLAKE2b-64 hashes on disk as sorted
-NumPy runs, an LSM-style layout:
-
-* a lookup memory-maps every run and binary-searches it;
-* an add writes a new run, then merges the newest runs while the run before
-  them is no larger than they are together (a binary counter), so a set of N
-  keys added in batches of b has at most log2(N/b) + 1 runs and every key is
-  rewritten about log2(N/b) times in all. Merging every run whenever a few
-  had piled up rewrote the whole set each time: quadratic over a Freebase load;
-* a merge streams its runs in blocks of at most :data:`MERGE_BLOCK_KEYS` keys
-  in all, so its memory is bounded however large the set grows.
-
-A run is named by the range of adds it holds (``run-000003-000005.npy``) and
-written under a temporary name first. A crash after a merge is written but
-before its inputs are deleted leaves runs whose range another run covers; the
-next open deletes those, so no key is counted twice.
-
-A set may carry one 64-bit value per key (the node set carries each node's
-load sequence number, ``writer.py``): each run then has a ``.values.npy``
-file beside it, in the run's key order, written before the run itself.
-
-With 64-bit hashes the chance of any collision among 10⁸ keys is about
-3·10⁻⁴; a collision would drop one fact as a "duplicate". That trade is
-documented in docs/architecture.md.
+primary keys in ``COPY``, and asking it for each key is slow at dump scale. So
+each kind of key keeps BLAKE2b-64 hashes on disk as sorted, memory-mapped NumPy
+runs, merged LSM-style (newest runs merge while the run before them is no
+larger), so N keys added in batches of b make at most log2(N/b) + 1 runs, and a
+merge streams in blocks of :data:`MERGE_BLOCK_KEYS`, so memory stays bounded.
+A run is written under a temporary name first; runs another run covers (a
+crash between a merge and deleting its inputs) are deleted on open. A set may
+carry one 64-bit value per key (the node set keeps each node's ``seq``).
+The collision risk of 64-bit hashes is discussed in docs/architecture.md.
 """
 from __future__ import annotations
 

@@ -12,31 +12,8 @@ A localkg database is a directory::
       rejects.tsv       malformed input lines, with file, line number and reason
       indexes/          FAISS indexes over entity and relation embeddings
 
-One node table holds every node (entities, CVT mediators and literals) and
-one relationship table every fact, with the relation id as a property: one
-table per predicate breaks Kùzu at thousands of predicates (kuzu#4943) and
-makes untyped traversals slow. ``Node.hub`` flags super-nodes (more than
-``hub_degree`` facts, 10,000 by default) that path search does not walk
-through. ``Node.seq`` numbers nodes in the order loads staged them: Kùzu
-keeps each column chunk's minimum and maximum, so a filter on a range of
-``seq`` reads only the node groups that hold it, where a match on ``id``
-reads every node (the writer's updates of stored nodes rely on it).
-``HasRel`` summarises, per hub, which
-relations it has in which direction and how many, so listing a hub's
-relations reads a few summary rows instead of scanning all its edges. Other
-nodes have no summary: their at most ``hub_degree`` edges are counted when
-asked, and a summary row per node, relation and direction made ``HasRel``
-larger than ``Fact`` (1.24M rows beside 0.73M facts on a 2M-line dump). (Databases written
-before that keep rows for every node; only hubs' are read.)
-``Label`` keys normalised names and aliases, because Kùzu indexes only
-primary keys and exact-name lookup must not scan every node.
-
-``HasRel`` and ``Names`` are stored in their forward direction only: every
-query walks them from the node (the label), and Kùzu's backward adjacency of
-``HasRel`` is keyed by the few ``Relation`` nodes, so each load batch's commit
-rewrote it whole (0.63 s per 1,000 summary rows on a 2M-line Freebase load,
-0.10 s forward only). Fact keeps both directions: reasoners walk edges both
-ways. Databases created before this keep both directions and read the same.
+Why each table looks as it does (one ``Fact`` table with the relation as a
+property, hub summaries in ``HasRel``, ``seq`` ranges) is in docs/architecture.md.
 """
 from __future__ import annotations
 

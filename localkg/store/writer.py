@@ -1,67 +1,18 @@
 """The bulk write path: batches of facts and node attributes into Kùzu.
 
-Every loader (custom triples, Freebase, Wikidata) fills :class:`FactBatch`
-objects (the dump loaders turn them into :class:`ColumnBatch` columns in their
-worker processes, ``batch.py``) and hands them to one :class:`GraphWriter`, which
-
-* deduplicates each batch against what the database and the earlier batches
-  hold, with the hash sets of ``keyset.py`` (appending the same file twice adds
-  nothing);
-* stages the new rows of each batch as Parquet files in ``DB/staged/`` (one
-  directory per batch, complete once renamed into place), so a batch costs
-  NumPy, Arrow and a few file writes, and no Kùzu commit;
-* flushes the staged batches into Kùzu with one ``COPY`` per table when the rows
-  :func:`flush_rows_for_pool` allows have gathered, when asked
-  (:meth:`GraphWriter.flush`) and when it closes. Kùzu's commit cost grows with
-  the tables it writes into (a 2M-line Freebase load spent 18 s in Kùzu with
-  one transaction per 64 MB batch, 6 s with one for the whole load), so few,
-  large ``COPY`` statements are what makes a dump load fast. Each table's
-  ``COPY`` is a transaction of its own, and the database is reopened after
-  each: a ``COPY`` into a relationship table that already holds rows takes
-  memory for every node group of its node table (about 130 bytes per node for
-  ``Fact``, 68 for the forward-only ``HasRel``, whatever it copies;
-  ``bench/copy_rel_memory.py``), which Kùzu frees only when the database
-  closes, so in one transaction the tables' costs added up. The tables with a
-  primary key (``Node``, ``Label``, ``Relation``) take rows into a non-empty
-  table in pieces of at most a quarter of what it holds, each followed by a
-  checkpoint: a larger merge makes kuzu 0.11.3 lose keys from the index
-  (:func:`keyed_pieces`);
-* keeps the relation summary of hub nodes (``HasRel``, see ``schema.py``) and
-  the relation catalogue's fact counts up to date: a hub's new facts are
-  summarised as they are staged, and a node that passes ``hub_degree`` when the
-  writer closes gets its summary counted from its edges. Relations themselves
-  are written as batches arrive (a small table).
-
-Pandas string columns crash kuzu 0.11.3; Arrow/Parquet does not.
-
-A crash loses nothing that was staged, nor the passes a close owes: the
-manifest says a writer flushed and has not closed yet, and the next writer then
-does them when it closes. A flush writes ``staged/flushing.json``
-(the batches, and the counts the database has and will have) before its first
-transaction; a writer that finds it compares those counts with the database's:
-it drops the batches if every step committed, forgets the record if none did,
-and otherwise finishes the flush, skipping the rows the tables already hold. If the process dies between staging a
-batch and saving the hash sets, the next writer notices that the sets disagree
-with the database plus the staged batches and rebuilds them from both. A
-writer opening on staged batches flushes them first.
-
-Updates of nodes that are already stored (a dump names a node in its own
-lines, often long after another line used it as an object and an earlier flush
-stored it bare) are not applied in the flush. Matching them by ``id`` makes
-Kùzu build a hash table over every node's id (+528 MB for 1,000 updates on a
-5.1M-node store), and each updated node group is held in memory until a
-checkpoint rewrites it. So a flush saves them, merged per node, as Parquet under
-``DB/pending/``, in one directory per range of :data:`PENDING_SPAN` sequence
-numbers (``Node.seq``, given to each node when it is staged; the node hash set
-keeps it, so a stored node's number is a lookup), before its transaction
-commits. The writer applies them when it closes, in ranges that
-:func:`update_span_for_pool` sizes to the buffer pool: each range in its own
-transaction, matched within its ``seq`` range and followed by a checkpoint, so
-memory stays bounded by the range and each node group is rewritten once per
-load rather than once per flush. Applying a range twice changes nothing, so a
-crash loses nothing. (Lists must be set apart from ``COPY`` anyway: kuzu 0.11.3
-corrupts list values when a list ``SET`` shares a transaction with a ``COPY``,
-or is not separated from later ``COPY``s by a checkpoint.)
+Every loader fills :class:`FactBatch` objects (or, in the dump loaders' worker
+processes, :class:`ColumnBatch` columns) and hands them to one
+:class:`GraphWriter`. It deduplicates each batch against the hash sets of
+``keyset.py``, stages its new rows as Parquet under ``DB/staged/``, and flushes
+the staged batches with one ``COPY`` per table, because Kùzu's commit cost grows
+with the tables written into, so few large copies make a dump load fast. Each
+table is copied in its own transaction with a reopen after it (a relationship
+``COPY`` holds memory per node until the database closes), and keyed tables
+take rows in pieces (:func:`keyed_pieces`: a larger merge makes kuzu 0.11.3
+lose keys). Updates of stored nodes wait under ``DB/pending/`` and are applied
+by ``seq`` range when the writer closes. A crash at any step loses nothing: the
+next writer finishes the flush or the close it finds recorded. The reasons and
+measurements are in docs/architecture.md and docs/benchmarks.md.
 """
 from __future__ import annotations
 
