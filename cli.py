@@ -338,17 +338,22 @@ def index_group() -> None:
 @click.option("--rebuild", is_flag=True, help="Re-embed everything instead of adding what is new.")
 @click.option("--checkpoint-every", "checkpoint", type=click.IntRange(min=1), default=50_000, show_default=True,
               help="Save progress every N vectors, so an interrupted build resumes there.")
+@click.option("--buffer-pool-mb", type=click.IntRange(min=64), default=None,
+              help="Kùzu's buffer pool (default: a quarter of the available memory, at least 1024).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly_errors
 def index_build(db: Path, what: str, embed_model: Path | None, index_type: str, entity_encoder: str,
-                device: str | None, rebuild: bool, checkpoint: int, as_json: bool) -> None:
+                device: str | None, rebuild: bool, checkpoint: int, buffer_pool_mb: int | None, as_json: bool) -> None:
     """Build the indexes, or add only the entities loaded since the last build."""
     from localkg.indexes.build import ENTITIES, RELATIONS, build_indexes, make_encoder
+    from localkg.loaders.plan import available_memory_bytes
     from localkg.store import KG
 
     entities = make_encoder(entity_encoder, embed_model, device) if what != RELATIONS else None
     relations = make_encoder("transformer", embed_model, device) if what != ENTITIES else None
-    with KG.open(db) as kg:
+    # Kùzu's full-text index over a dump's labels needs far more than the store's default 1 GiB pool
+    pool = buffer_pool_mb << 20 if buffer_pool_mb else max(1 << 30, available_memory_bytes() // 4)
+    with KG.open(db, buffer_pool_bytes=pool) as kg:
         reports = build_indexes(kg, what, relations, index_type, rebuild, progress=True,
                                 checkpoint_vectors=checkpoint, entity_embedder=entities)
     if as_json:

@@ -16,12 +16,12 @@ Each index records its model in ``meta.json``, and ``embedder_for`` opens the sa
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from localkg.errors import IndexBuildError, IndexMismatchError, IndexMissingError
+from localkg.errors import FullTextIndexError, IndexBuildError, IndexMismatchError, IndexMissingError
 from localkg.indexes import fulltext
 from localkg.indexes.embedding import DEFAULT_MODEL_NAME, Embedder, TextEncoder
 from localkg.indexes.label_table import build_label_table
@@ -56,6 +56,7 @@ class BuildReport:
     kept: int = 0
     up_to_date: bool = False
     resumed: bool = False
+    warning: str = ""
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -69,7 +70,8 @@ class BuildReport:
                      "vectors" + (" (resumed)" if self.resumed else ""))
         else:
             state = f"embedded {self.added:,} relations"
-        return f"{state}; {self.total:,} vectors, {self.index_type}, model {self.model}, {self.seconds:.1f}s"
+        line = f"{state}; {self.total:,} vectors, {self.index_type}, model {self.model}, {self.seconds:.1f}s"
+        return f"{line}; warning: {self.warning}" if self.warning else line
 
 
 def index_directory(kg: KG, kind: str) -> Path:
@@ -122,10 +124,15 @@ def build_indexes(kg: KG, what: str = "all", embedder: TextEncoder | None = None
         raise IndexBuildError(f"--what must be one of {', '.join(WHAT)}, not {what!r}")
     reports = []
     if what in (ENTITIES, "all"):
-        fulltext.build_index(kg)
+        try:
+            fulltext.build_index(kg)
+            warning = ""
+        except FullTextIndexError as error:  # only users' own Cypher reads it: the linker has its own
+            warning = f"{error}; linking does not need it"
         build_label_table(kg, rebuild)
         encoder = entity_embedder or embedder or StaticEmbedder()
-        reports.append(build_entity_index(kg, encoder, index_type, rebuild, progress, checkpoint_vectors))
+        report = build_entity_index(kg, encoder, index_type, rebuild, progress, checkpoint_vectors)
+        reports.append(replace(report, warning=warning))
     if what in (RELATIONS, "all"):
         reports.append(build_relation_index(kg, embedder or Embedder(), rebuild, progress))
     return reports

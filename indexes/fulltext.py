@@ -8,6 +8,7 @@ so ``LOAD fts`` works offline, and it keeps the index up to date as later loads
 """
 from __future__ import annotations
 
+from localkg.errors import FullTextIndexError
 from localkg.store.kg import KG
 
 INDEX_NAME = "localkg_label_fts"
@@ -25,11 +26,24 @@ def has_index(kg: KG) -> bool:
 
 
 def build_index(kg: KG) -> bool:
-    """Create the full-text index over labels; False when it already exists."""
+    """Create the full-text index over labels; False when it already exists.
+
+    Raises :class:`FullTextIndexError` when Kùzu cannot: a buffer pool too small for the labels
+    (``--buffer-pool-mb``), or the half-made tables such a failure leaves, which Kùzu 0.11.3
+    neither drops nor lets a new index replace.
+    """
     load_extension(kg)
     if has_index(kg):
         return False
-    kg.execute(f"CALL CREATE_FTS_INDEX('Label', '{INDEX_NAME}', ['id'])")
+    try:
+        kg.execute(f"CALL CREATE_FTS_INDEX('Label', '{INDEX_NAME}', ['id'])")
+    except RuntimeError as error:
+        reason = str(error).splitlines()[0]
+        hint = ("an earlier build that ran out of buffer pool left half-made tables, which Kùzu 0.11.3 "
+                "cannot drop" if "already exists" in reason else
+                f"the buffer pool ({kg.buffer_pool_bytes >> 20} MiB) is too small; rerun with a larger "
+                "--buffer-pool-mb")
+        raise FullTextIndexError(f"Kùzu's full-text index over labels was not created: {reason} ({hint})") from None
     return True
 
 

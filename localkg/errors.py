@@ -107,6 +107,11 @@ class IndexBuildError(LocalKGError):
     """An index cannot be built as asked (unknown index type, too few vectors to train it)."""
 
 
+class FullTextIndexError(IndexBuildError):
+    """Kùzu could not create the full-text index (most often: its buffer pool is too small for
+    the labels). ``index build`` goes on without it, since the linker does not use it."""
+
+
 class IndexMismatchError(LocalKGError):
     """An index was built with another embedding model than the one asked to search it."""
 

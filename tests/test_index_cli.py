@@ -69,3 +69,32 @@ def test_bad_options_are_refused_in_one_line(db: Path, tmp_path: Path) -> None:
     assert "Traceback" not in no_model.output
     missing = invoke("link", "anything", "--db", str(tmp_path / "nowhere"))
     assert missing.exit_code == 1 and "no localkg database" in missing.output
+
+
+def test_a_full_text_index_kuzu_cannot_make_leaves_the_build_working(tmp_path: Path) -> None:
+    """Kùzu 0.11.3: a CREATE_FTS_INDEX that runs out of buffer pool leaves half-made tables no
+    later build can replace (a 5M-entity dump hit it at the default 1 GiB). The failure is one
+    clear error, and index build goes on without that index, saying so; linking works."""
+    from localkg.errors import FullTextIndexError
+    from localkg.indexes import fulltext
+
+    path = tmp_path / "db"
+    with KG.create(path) as kg:  # enough labels to overflow a 16 MiB pool
+        kg.add_triples([(f"entity number {i} of many words", "rel", f"other thing {i % 977}") for i in range(30_000)])
+        kg.add_triples(TRIPLES)
+    with KG.open(path, buffer_pool_bytes=16 << 20) as kg:
+        with pytest.raises(FullTextIndexError, match="buffer pool \\(16 MiB\\) is too small"):
+            fulltext.build_index(kg)
+
+    built = invoke("index", "build", "--db", str(path), "--what", "entities", "--json")
+    assert built.exit_code == 0, built.output
+    [report] = json.loads(built.stdout)
+    assert "half-made tables" in report["warning"] and report["added"] > 30_000
+    linked = invoke("link", "who directed [Swing Time]", "--db", str(path), "--json", "--k", "1")
+    assert linked.exit_code == 0 and json.loads(linked.stdout)[0]["id"] == "Swing Time"
+
+
+def test_a_full_text_index_with_room_has_no_warning(db: Path) -> None:
+    built = invoke("index", "build", "--db", str(db), "--what", "entities", "--buffer-pool-mb", "256", "--json")
+    assert built.exit_code == 0, built.output
+    assert json.loads(built.stdout)[0]["warning"] == ""
