@@ -9,6 +9,7 @@ from localkg.llm import ScriptedLLM
 from localkg.reasoners import Context, get_reasoner
 from localkg.reasoners.common import split_answers
 from localkg.reasoners.relation_paths import rank_relation_paths
+from localkg.reasoners.relation_ranking import RelationRanking
 from localkg.text import readable_relation
 from localkg.store import KG
 
@@ -49,7 +50,8 @@ def test_readable_relation() -> None:
 
 
 def test_rank_relation_paths_one_hop(movies_kg: KG, scorer) -> None:
-    paths = rank_relation_paths(movies_kg, scorer, "who directed Top Hat", "Top Hat")
+    ranking = RelationRanking(Context(movies_kg, scorer_factory=lambda: scorer), "embed")
+    paths = rank_relation_paths(movies_kg, ranking, "who directed Top Hat", "Top Hat")
     best = paths[0]
     assert best.steps == (("directed_by", "out"),)
     assert [n.id for n in best.tails] == ["Mark Sandrich"]

@@ -4,7 +4,8 @@
 * ``cot`` lets the LLM reason first, then asks for the answer.
 * ``embed-path`` uses no LLM: from each topic entity it grows relation paths
   (beam search, up to 3 hops) scored by the similarity of the path's relations
-  to the question, and answers with the ends of the best path.
+  to the question (or by the trained path scorer, ``relations=trained``), and
+  answers with the ends of the best path.
   The path search itself is :mod:`localkg.reasoners.relation_paths`.
 
 The LLM-only answers are free text: they carry no node id (``Answer(id="")``)
@@ -13,11 +14,13 @@ and are scored by name like any other answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import split_answers
 from localkg.reasoners.relation_paths import RelationPath, rank_relation_paths
+from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
 from localkg.store.model import Node
 
 PROMPTS = "baselines"
@@ -82,6 +85,7 @@ class EmbedPathReasonerSettings:
     relation_sample: int = 5
     depth_penalty: float = 0.05
     max_answers: int = 50
+    relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 
 
 @register
@@ -97,10 +101,14 @@ class EmbedPathReasoner(Reasoner):
     uses_llm = False
     Settings = EmbedPathReasonerSettings
 
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self.relations = RelationRanking(context, self.settings.relations)
+
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         best: list[RelationPath] = []
         for topic in topics:
-            paths = rank_relation_paths(self.kg, self.context.scorer, question, topic,
+            paths = rank_relation_paths(self.kg, self.relations, question, topic,
                                         max_depth=self.settings.max_depth, beam=self.settings.beam,
                                         max_frontier=self.settings.max_frontier,
                                         relation_sample=self.settings.relation_sample,

@@ -31,9 +31,9 @@ from localkg.reasoners.common import (
     follow,
     move_option,
     node_of,
-    rank_moves,
     relation_filter,
 )
+from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
 from localkg.store.model import Node, Path
 from localkg.text import without_mentions
 
@@ -90,6 +90,7 @@ class BoundedPathContextSettings:
     depth_penalty: float = 0.05  # a relation must beat the current chain's relevance by this to rank above STOP
     temperature: float = 0.05
     relation_filter: str = DEFAULT_RELATION_FILTER
+    relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 
 
 @register
@@ -98,6 +99,10 @@ class BoundedPathContext(Reasoner):
 
     name = "bpc"
     Settings = BoundedPathContextSettings
+
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self.relations = RelationRanking(context, self.settings.relations)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         starts = [node_of(self.kg, topic) for topic in topics]
@@ -133,7 +138,7 @@ class BoundedPathContext(Reasoner):
         if not moves:
             notes.append(f"depth {depth}: {representative.current.display} has no relation to follow; beam finished")
             return [], []
-        ranked = rank_moves(self.context.scorer, query, moves, taken=representative.moves)
+        ranked = self.relations.rank_moves(query, moves, representative.moves)
         shown = ranked[: self.settings.relation_cap]
         hidden = len(ranked) - len(shown)
         choices: list[tuple[Move, float] | None] = list(shown)  # None is STOP

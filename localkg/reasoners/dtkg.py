@@ -2,8 +2,8 @@
 
 A few-shot classifier (the paper's rules and examples) routes each question to a branch:
 
-* **chain** (A→B→C): relations of the central entity are scored by cosine similarity then a
-  re-rank (``alpha·rerank + (1-alpha)·cos``); a depth-first search follows the best first, a
+* **chain** (A→B→C): relations of the central entity are scored by cosine similarity (or by the
+  trained path scorer, ``relations=trained``) then a re-rank (``alpha·rerank + (1-alpha)·cos``); a depth-first search follows the best first, a
   path scoring the product of its relations' scores, up to ``d_max``, with an LLM sufficiency
   check after each step; the answer is the end entities of the ``top_paths`` best paths.
 * **parallel** (independent facts): the LLM drafts an answer and splits it into atomic facts;
@@ -18,13 +18,16 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
+
+import numpy as np
 
 from localkg import prompts
 from localkg.errors import LocalKGError
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter, split_answers,
                                      triple_words)
+from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
 from localkg.store.model import OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation, without_mentions
 
@@ -100,6 +103,7 @@ class DTKGReasonerSettings:
     early_stop: bool = True
     sufficient_p: float = 0.7  # P(yes) that stops the search (see docs/reasoners.md: measured)
     relation_filter: str = DEFAULT_RELATION_FILTER
+    relations: RelationsMode = "auto"  # chain branch's first stage: auto | embed (cosine) | trained
 
 
 @register
@@ -108,6 +112,10 @@ class DTKGReasoner(Reasoner):
 
     name = "dtkg"
     Settings = DTKGReasonerSettings
+
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self.relations = RelationRanking(context, self.settings.relations)
 
     # ------------------------------------------------------------------ routing
     def classify(self, question: str, result: Result) -> str:
@@ -133,12 +141,13 @@ class DTKGReasoner(Reasoner):
 
     # ------------------------------------------------------------------ shared scoring
     def hybrid_scores(self, query: str, texts: list[str], rerank_prompt: str, step: str,
-                      result: Result) -> list[tuple[int, float]]:
-        """Two-stage scores of ``texts``: cosine top ``top_n``, the LLM re-scores the best ``rerank_k``,
+                      result: Result, chains: Sequence[Chain] | None = None) -> list[tuple[int, float]]:
+        """Two-stage scores of ``texts``: cosine top ``top_n`` (for relation ``chains`` with
+        ``relations=trained``, the trained scorer's), the LLM re-scores the best ``rerank_k``,
         combined as ``alpha·rerank + (1-alpha)·cos``; (index, score) best first."""
         if not texts:
             return []
-        ranked = self.context.scorer.rank(query, texts, k=int(self.settings.top_n))
+        ranked = self.first_stage(query, texts, chains)
         head = ranked[:int(self.settings.rerank_k)]
         rerank = [0.0] * len(ranked)
         if len(head) > 1:
@@ -152,6 +161,17 @@ class DTKGReasoner(Reasoner):
         alpha = float(self.settings.alpha)
         combined = [(index, alpha * r + (1 - alpha) * max(0.0, cos)) for (index, cos), r in zip(ranked, rerank)]
         return sorted(combined, key=lambda pair: -pair[1])
+
+    def first_stage(self, query: str, texts: list[str], chains: Sequence[Chain] | None) -> list[tuple[int, float]]:
+        """The ``top_n`` best of ``texts`` by cosine, or of ``chains`` by the trained scorer, its
+        logits as probabilities over the candidates (so ``theta`` and ``alpha`` keep a [0, 1] scale)."""
+        if chains is None or self.relations.mode == "embed":
+            return self.context.scorer.rank(query, texts, k=int(self.settings.top_n))
+        logits = self.relations.chain_scores(query, chains, [() for _chain in chains])
+        scores = np.exp(logits - logits.max())
+        scores /= scores.sum()
+        order = sorted(range(len(chains)), key=lambda i: -float(scores[i]))[:int(self.settings.top_n)]
+        return [(i, float(scores[i])) for i in order]
 
     def necessary(self, question: str, labels: Sequence[str], result: Result) -> set[str]:
         """The denoiser's model rule: which of ``labels`` the LLM finds needed (P(yes) >= theta)."""
@@ -211,7 +231,8 @@ class DTKGReasoner(Reasoner):
         texts = [f"{prefix} {readable_relation(candidates[k])}".strip() for k in keys]
         shown = [readable_relation(candidates[k]) + ("" if k[1] == OUT else " (reverse)") for k in keys]
         rerank_prompt = prompts.render(PROMPTS, "rerank_relation", question=question, path=path.text() or "(start)")
-        scored = self.hybrid_scores(query, texts, rerank_prompt, "rerank_relation", result)
+        scored = self.hybrid_scores(query, texts, rerank_prompt, "rerank_relation", result,
+                                    chains=[tuple(path.steps) + (key,) for key in keys])
         passing = [(keys[i], s) for i, s in scored if s >= self.settings.theta]
         checked = list(dict.fromkeys(k[0] for k, _s in passing[:int(self.settings.necessity_k)]))
         keep = self.necessary(question, checked, result) | ({k[0] for k, _s in passing} - set(checked))

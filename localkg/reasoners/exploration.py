@@ -1,7 +1,7 @@
 """Plan-on-Graph's exploration of one depth, shared by ``plan`` and PPoGA's executor.
 
 :class:`GraphExplorer` pools the relations of a frontier, has the model choose among the
-best few by embedding, follows them and prunes the reached entities the same way;
+best few by the reasoner's relation ranking (``relation_ranking.py``), follows them and prunes the reached entities the same way;
 :func:`path_to` and :func:`path_match` rebuild and score the path that reached an entity.
 The prompts are ``plan.toml``'s ``relations`` and ``entities`` (PPoGA passes its own file).
 """
@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from localkg import prompts
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, model_choice, relation_filter, triple_words
-from localkg.reasoners.relation_paths import path_similarities
+from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode, path_chain
 from localkg.store.kg import KG
 from localkg.store.model import IN, LITERAL, OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation
@@ -36,6 +36,7 @@ class ExplorationSettings:
     entity_keep: int = 3          # entities kept per depth (the next frontier)
     neighbor_limit: int = 200     # facts read per (entity, relation)
     relation_filter: str = DEFAULT_RELATION_FILTER  # relations never followed (ToG's abandon_rels)
+    relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 
 
 def path_to(node_id: str, via: dict[str, Step], limit: int = 8) -> Path:
@@ -54,14 +55,14 @@ def path_labels(node_id: str, via: dict[str, Step]) -> tuple[str, ...]:
     return tuple(readable_relation(step.triple.relation) for step in path_to(node_id, via).steps)
 
 
-def path_match(scorer: Any, query: str, path: Path, depth_penalty: float = 0.05) -> float:
-    """How well a walked path's relations match the question: embed-path's score (the similarity of
-    the relation path, minus ``depth_penalty`` per hop beyond the first). The graph side's say
+def path_match(ranking: RelationRanking, query: str, path: Path, depth_penalty: float = 0.05) -> float:
+    """How well a walked path's relations match the question: embed-path's score (the ranking's
+    score of the relation path, minus ``depth_penalty`` per hop beyond the first). The graph side's say
     on which of several explored depths answers, when the model cannot tell them apart."""
     if not path.steps:
         return float("-inf")
     labels = tuple(readable_relation(step.triple.relation) for step in path.steps)
-    return float(path_similarities(scorer, query, [labels])[0]) - depth_penalty * (len(labels) - 1)
+    return float(ranking.chain_scores(query, [path_chain(path)], [labels])[0]) - depth_penalty * (len(labels) - 1)
 
 
 # ------------------------------------------------------------------ one depth of exploration
@@ -114,11 +115,12 @@ class GraphExplorer:
     most one, or all are numbers (nothing to choose), as in the public code.
     """
 
-    def __init__(self, kg: KG, llm: Any, scorer: Any, settings: ExplorationSettings,
+    def __init__(self, kg: KG, llm: Any, scorer: Any, relations: RelationRanking, settings: ExplorationSettings,
                  prompt_file: str = EXPLORATION_PROMPTS):
         self.kg = kg
         self.llm = llm
         self.scorer = scorer
+        self.relations = relations
         self.settings = settings
         self.prompt_file = prompt_file
         self.keep = relation_filter(settings.relation_filter)
@@ -168,8 +170,9 @@ class GraphExplorer:
         if not pooled:
             return []
         keys = list(pooled)
-        scores = path_similarities(self.scorer, query, [(*path_labels(pooled[key][1][0].id, via),
-                                                         readable_relation(pooled[key][0])) for key in keys])
+        scores = self.relations.chain_scores(
+            query, [path_chain(path_to(pooled[key][1][0].id, via)) + (key,) for key in keys],
+            [(*path_labels(pooled[key][1][0].id, via), readable_relation(pooled[key][0])) for key in keys])
         order = sorted(range(len(keys)), key=lambda i: (-float(scores[i]), keys[i]))
         return [RelationOption(keys[i][0], keys[i][1], pooled[keys[i]][0], tuple(pooled[keys[i]][1])) for i in order]
 

@@ -25,7 +25,8 @@ from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, ask_yes_no, bulleted, model_choice, model_json,
                                      node_of, relation_filter, string_list)
 from localkg.reasoners.distance import AnswerDistance, DistanceSettings, describe, likely_depth
-from localkg.reasoners.relation_paths import path_similarities, rank_relation_paths
+from localkg.reasoners.relation_paths import rank_relation_paths
+from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode, path_chain
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation, without_mentions
 
@@ -97,6 +98,7 @@ class PathsReasonerSettings(DistanceSettings):
     summary_tokens: int = 0  # path summarising before the check (0: off, as the default setting)
     analysis_tokens: int = 96
     max_answers: int = 50
+    relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 
 
 @register
@@ -109,6 +111,7 @@ class PathsReasoner(Reasoner):
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
         self._distance = AnswerDistance(context, self.settings.checkpoint, self.settings.device)
+        self.relations = RelationRanking(context, self.settings.relations, self.settings.device)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
@@ -194,7 +197,7 @@ class PathsReasoner(Reasoner):
             predicted = max_depth
         depth = predicted
         if len(topics) == 1:
-            ranked = rank_relation_paths(self.kg, self.context.scorer, question, topics[0], max_depth=max_depth,
+            ranked = rank_relation_paths(self.kg, self.relations, question, topics[0], max_depth=max_depth,
                                          beam=5, max_frontier=self.settings.max_frontier)
             graph_depth = len(ranked[0].steps) if ranked else predicted
             depth = min(predicted, graph_depth)
@@ -231,7 +234,7 @@ class PathsReasoner(Reasoner):
         return self._connecting(chain[slot - 1], chain[slot], depth, query, topics)
 
     def _paths_from(self, start: Node, depth: int, question: str, topics: frozenset[str]) -> list[Candidate]:
-        ranked = rank_relation_paths(self.kg, self.context.scorer, question, start.id, max_depth=depth,
+        ranked = rank_relation_paths(self.kg, self.relations, question, start.id, max_depth=depth,
                                      beam=self.settings.fuzzy_width, max_frontier=self.settings.max_frontier,
                                      depth_penalty=0.0, examples=EXAMPLES)
         candidates = []
@@ -265,7 +268,8 @@ class PathsReasoner(Reasoner):
         if not groups:
             return []
         keys = list(groups)
-        scores = path_similarities(self.context.scorer, query, [_labels(key[0]) for key in keys])
+        scores = self.relations.chain_scores(query, [path_chain(groups[key][0]) for key in keys],
+                                             [_labels(key[0]) for key in keys])
         candidates = []
         for (pattern, index), score in zip(keys, scores):
             paths = groups[(pattern, index)]
@@ -314,8 +318,9 @@ class PathsReasoner(Reasoner):
                 for count in self.kg.relations(example.end.id):
                     labels.setdefault((count.relation, count.direction), count.label)
             keys = list(labels)
-            scores = path_similarities(self.context.scorer, query,
-                                       [(*_labels(candidate.pattern), readable_relation(labels[k])) for k in keys])
+            scores = self.relations.chain_scores(query, [path_chain(candidate.examples[0]) + (k,) for k in keys],
+                                                 [(*_labels(candidate.pattern), readable_relation(labels[k]))
+                                                  for k in keys])
             on_path = topics | {n.id for e in candidate.examples for n in [e.start] + [s.target for s in e.steps]}
             for index in sorted(range(len(keys)), key=lambda i: -float(scores[i])):
                 extension = self._extend(candidate, keys[index], on_path, float(scores[index]))

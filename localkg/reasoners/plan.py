@@ -14,12 +14,14 @@ the question answers. docs/reasoners.md lists every adaptation and its reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import (ask_yes_no, bulleted, model_choice, model_json, node_of, string_list,
                                      triple_words)
 from localkg.reasoners.exploration import Exploration, ExplorationSettings, GraphExplorer, path_match, path_to
+from localkg.reasoners.relation_ranking import RelationRanking
 from localkg.store.model import Node, Step, Triple
 from localkg.text import without_mentions
 
@@ -56,11 +58,15 @@ class PlanReasoner(Reasoner):
     name = "plan"
     Settings = PlanReasonerSettings
 
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self.relations = RelationRanking(context, self.settings.relations)
+
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
         objectives = self.decompose(question, notes)
         notes.append(f"sub-objectives: {' | '.join(objectives)}")
-        explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.settings)
+        explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.relations, self.settings)
         topic_nodes = [node_of(self.kg, t) for t in topics]
         query = without_mentions(question, [n.display for n in topic_nodes])
         objectives_text = "; ".join(objectives)
@@ -93,7 +99,7 @@ class PlanReasoner(Reasoner):
                 seen.setdefault(node.id, node)
                 visited.add(node.id)
             sufficient, p_yes = self._sufficient(question, objectives_text, found, notes)
-            match = path_match(self.context.scorer, query, path_to(found.reached[0].id, via))
+            match = path_match(self.relations, query, path_to(found.reached[0].id, via))
             depths.append(_Depth(depth, p_yes, match, found.reached, dict(via)))
             notes.append(f"depth {depth}: sufficient={sufficient} (P(yes)={p_yes:.2f}); path match {match:.2f}")
             if sufficient:

@@ -23,6 +23,7 @@ from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import bulleted, model_json, node_of, string_list, triple_words
 from localkg.reasoners.exploration import (EXPLORATION_PROMPTS, Exploration, ExplorationSettings, GraphExplorer,
                                            path_match, path_to)
+from localkg.reasoners.relation_ranking import RelationRanking
 from localkg.store.model import Node, Step, Triple
 from localkg.text import without_mentions
 
@@ -110,12 +111,17 @@ class PPoGAReasoner(Reasoner):
     name = "ppoga"
     Settings = PPoGAReasonerSettings
 
+    def __init__(self, context: Any, **overrides: Any):
+        super().__init__(context, **overrides)
+        self.relations = RelationRanking(context, self.settings.relations)
+
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         notes = result.notes
         calls_before = len(self.llm.calls)
         topic_nodes = [node_of(self.kg, t) for t in topics]
         query = without_mentions(question, [n.display for n in topic_nodes])
-        explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.settings, EXPLORATION_PROMPTS)
+        explorer = GraphExplorer(self.kg, self.llm, self.context.scorer, self.relations, self.settings,
+                                 EXPLORATION_PROMPTS)
         knowledge = KnowledgeMemory(entities={n.id: n for n in topic_nodes})
         strategic = StrategicMemory(question, self.make_plan(question, topic_nodes, knowledge, None, notes))
         cycle = StepCycleMemory()
@@ -175,7 +181,7 @@ class PPoGAReasoner(Reasoner):
         notes.append(f"LLM calls: {len(self.llm.calls) - calls_before - executor_calls} planner, "
                      f"{executor_calls} executor; re-plans: {strategic.replans}")
         if answer_from is None and observations:
-            matches = [path_match(self.context.scorer, query, path_to(o.reached[0].id, knowledge.via))
+            matches = [path_match(self.relations, query, path_to(o.reached[0].id, knowledge.via))
                        for o in observations]
             best = max(range(len(observations)), key=lambda i: matches[i])
             answer_from = observations[best]

@@ -58,15 +58,15 @@ class _Beam:
     children: list[Any] = field(default_factory=list)
 
 
-def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_depth: int = 3, beam: int = 5,
+def rank_relation_paths(kg: KG, ranking: Any, question: str, topic: str, *, max_depth: int = 3, beam: int = 5,
                         max_frontier: int = 50, relation_sample: int = 5, depth_penalty: float = 0.05,
                         examples: int = 3) -> list[RelationPath]:
     """Relation paths of 1..``max_depth`` hops from ``topic``, best first.
 
     Beam search: at each depth every relation at the beam's frontier nodes is a candidate
-    extension, scored by :func:`path_similarities` of the question, with the topic's name
-    taken out, to the whole path (``starred actors`` + ``in language``); the ``beam`` best
-    extensions are walked. A path's score is its similarity minus
+    extension, scored by ``ranking`` (a ``RelationRanking``; with ``embed``, :func:`path_similarities`
+    of the question, its topic's name taken out, to the whole path: ``starred actors`` +
+    ``in language``); the ``beam`` best extensions are walked. A path's score is its similarity minus
     ``depth_penalty`` per hop beyond the first, because a longer path's text matches more
     words of any question. Frontiers keep the ``max_frontier`` most reached nodes, and the
     candidate relations are read from the ``relation_sample`` most reached of them (nodes
@@ -92,7 +92,8 @@ def rank_relation_paths(kg: KG, scorer: Any, question: str, topic: str, *, max_d
                         candidates.append((current, key, readable_relation(count.label)))
         if not candidates:
             break
-        similarities = path_similarities(scorer, query, [(*current.labels, label) for current, _key, label in candidates])
+        similarities = ranking.chain_scores(query, [current.steps + (key,) for current, key, _label in candidates],
+                                            [(*current.labels, label) for current, _key, label in candidates])
         order = sorted(range(len(candidates)), key=lambda i: -float(similarities[i]))
         next_beams = []
         for index in order:

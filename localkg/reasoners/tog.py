@@ -33,10 +33,10 @@ from localkg.reasoners.common import (
     move_option,
     node_of,
     path_words,
-    rank_moves,
     relation_filter,
 )
 from localkg.reasoners.distance import AnswerDistance, DistanceSettings, describe, likely_depth
+from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
 from localkg.store.model import Node, Path
 from localkg.text import without_mentions
 
@@ -88,6 +88,7 @@ class ThinkOnGraphSettings(DistanceSettings):
     depth_penalty: float = 0.05  # relevance lost per extra hop when answers of several depths compete
     stop_without_gain: bool = True  # stop when a depth's best chain matches no better than the last depth's
     skip_reverse: bool = False  # the paper's rule: never offer the reverse of the relation just taken
+    relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 
 
 @register
@@ -100,6 +101,7 @@ class ThinkOnGraph(Reasoner):
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
         self._distance = AnswerDistance(context, self.settings.checkpoint, self.settings.device)
+        self.relations = RelationRanking(context, self.settings.relations, self.settings.device)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         starts = [node_of(self.kg, topic) for topic in topics]
@@ -174,7 +176,7 @@ class ThinkOnGraph(Reasoner):
         embedding relevance of the relation chain it extends)."""
         if not moves:
             return []
-        ranked = rank_moves(self.context.scorer, query, moves, taken=chain.moves)
+        ranked = self.relations.rank_moves(query, moves, chain.moves)
         relevance = _softmax([score for _, score in ranked], self.settings.temperature)
         mode = self.settings.prune
         if mode != "embed" and len(ranked) > 1:
