@@ -84,3 +84,23 @@ def test_embed_path_answers_with_the_trained_ranking(store_with_scorer, scorer):
     result = get_reasoner("embed-path")(context(store_with_scorer, scorer), relations="trained").answer(
         "who directed the films Kim Novak acted in", ["Kim Novak"])
     assert [a.id for a in result.answers] == ["Alfred Hitchcock"]
+
+
+def test_eval_with_relations_trained_on_a_store_without_a_scorer_is_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from localkg.cli import main
+
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"question": "who directed Vertigo", "answers": ["Alfred Hitchcock"], '
+                         '"topic_entities": ["Vertigo"]}\n')
+    path = tmp_path / "db"
+    with KG.create(path) as kg:
+        kg.add_triples([("Vertigo", "directed_by", "Alfred Hitchcock")])
+    result = CliRunner().invoke(main, ["eval", str(questions), "--db", str(path), "--reasoner", "embed-path",
+                                       "--set", "relations=trained", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "localkg train paths" in result.output
+    bad = CliRunner().invoke(main, ["eval", str(questions), "--db", str(path), "--reasoner", "tog",
+                                    "--set", "relations=learned", "--out", str(tmp_path / "run2")])
+    assert bad.exit_code == 1 and "relations" in bad.output and "Traceback" not in bad.output

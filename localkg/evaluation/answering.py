@@ -17,6 +17,7 @@ from localkg.errors import LocalKGError, WorkerError
 from localkg.datasets import resolve_topics
 from localkg.evaluation.metrics import Prediction, score_question
 from localkg.reasoners.base import Context, Reasoner, Result, get_reasoner
+from localkg.reasoners.settings import parse_settings
 from localkg.store.kg import KG
 
 if TYPE_CHECKING:
@@ -69,8 +70,10 @@ class Services:
 
 
 def check_settings(config: "EvalConfig") -> None:
-    """Refuse an unknown reasoner or setting before any worker starts (the reasoner's own error)."""
-    get_reasoner(config.reasoner)(Context(kg=None), **config.settings)  # type: ignore[arg-type]
+    """Refuse an unknown reasoner or setting before any worker starts (the reasoner's own error);
+    what a reasoner needs from its store (a checkpoint) is checked when a worker opens it."""
+    reasoner = get_reasoner(config.reasoner)
+    parse_settings(reasoner.name, reasoner.Settings, config.settings)
 
 
 class Answerer:
