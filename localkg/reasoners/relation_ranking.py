@@ -47,12 +47,12 @@ class RelationRanking:
 
     def __init__(self, context: Any, mode: RelationsMode = "auto", device: str = ""):
         self.context = context
-        path = trained_checkpoint(context.kg.path)
-        self.mode = ("trained" if path.is_file() else "embed") if mode == "auto" else mode
+        self._path = trained_checkpoint(context.kg.path)
+        self.mode = ("trained" if self._path.is_file() else "embed") if mode == "auto" else mode
         self._device = device or "cpu"
         self._ranker: PathRanker | None = None
         if self.mode == "trained":
-            self._ranker_for(path)  # a missing or mismatched checkpoint is refused now, not mid-question
+            self._ranker_for()  # a missing or mismatched checkpoint is refused now, not mid-question
 
     @property
     def description(self) -> str:
@@ -77,13 +77,13 @@ class RelationRanking:
     def _trained(self, query: str, chains: Sequence[Chain]) -> np.ndarray:
         if not chains:
             return np.zeros(0, dtype=np.float32)
-        ranker = self._ranker_for(trained_checkpoint(self.context.kg.path))
+        ranker = self._ranker_for()
         return np.array(ranker.score(query, (), [tuple(chain) for chain in chains]), dtype=np.float32)
 
-    def _ranker_for(self, path: Any) -> "PathRanker":
+    def _ranker_for(self) -> "PathRanker":
         if self._ranker is None:
             from localkg.retrieval.ranking import PathRanker
 
-            self._ranker = PathRanker(self.context.kg, path, embedder=self.context.scorer.embedder,
+            self._ranker = PathRanker(self.context.kg, self._path, embedder=self.context.scorer.embedder,
                                       device=self._device)
         return self._ranker
