@@ -6,6 +6,8 @@ Real Kùzu, real bundled MiniLM as the frozen encoder.
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -80,3 +82,29 @@ def test_mismatched_checkpoints_are_refused(path_movies, scorer, trained_paths, 
         load_checkpoint(broken, path_movies)
     with pytest.raises(CheckpointError, match="train one with"):
         load_checkpoint(tmp_path / "missing.pt", path_movies)
+
+
+def test_the_loss_is_the_probability_of_the_positives_together():
+    # tied positives share one probability: the scorer may put it all on either of them
+    from localkg.retrieval.model import PathScorer, ScorerConfig
+    from localkg.retrieval.train import Group, _Tensors, group_loss
+
+    class Vectors:
+        matrix = torch.eye(4)
+
+        def indices(self, relations):
+            return [int(r[1]) for r in relations]
+
+        def said(self, relation, stems):
+            return 0.0
+
+    paths = [(("r0", OUT),), (("r1", OUT),), (("r2", IN),)]
+    tensors = _Tensors(Group(0, paths, [True, True, False], True), "q", Vectors(), {}, 1)
+    model = PathScorer(ScorerConfig(encoder_dim=4, hidden=8, dropout=0.0)).eval()
+    questions = torch.randn(1, 4)
+    loss, hits = group_loss(model, questions, Vectors.matrix, [tensors], torch.device("cpu"))
+    scores = model(questions, torch.zeros(3, dtype=torch.long), Vectors.matrix, tensors.relations, tensors.backward,
+                   tensors.said, tensors.mask, tensors.types)
+    probabilities = torch.softmax(scores, dim=0)
+    assert loss.item() == pytest.approx(-math.log(probabilities[0].item() + probabilities[1].item()), rel=1e-5)
+    assert hits.tolist() == [float(probabilities.argmax().item() < 2)]

@@ -105,18 +105,19 @@ def test_gold_paths_are_read_only_to_report_accuracy(movies):
     assert not matches_gold(supervision, [("starred_actors",)])
 
 
-def test_training_groups_spread_targets_over_ties_and_teach_prefixes(movies):
+def test_training_groups_mark_the_best_paths_and_teach_prefixes(movies):
     # the release years of the films by Top Hat's director: three hops
     supervision = label_question(PathWalker(movies), ["Top Hat"], [["1935"], ["1937"]])
     best = (("directed_by", OUT), ("directed_by", IN), ("release_year", OUT))
     assert supervision.best_paths() == [best]
     groups = groups_of(0, supervision)
     full = groups[0]
-    assert full.full and sum(full.targets) == pytest.approx(1.0)
-    assert dict(zip(full.paths, full.targets))[best] > 0
-    assert dict(zip(full.paths, full.targets))[(("release_year", OUT),)] == 0  # F1 2/3 only
+    assert full.full and sum(full.positive) == 1
+    assert dict(zip(full.paths, full.positive))[best]
+    assert not dict(zip(full.paths, full.positive))[(("release_year", OUT),)]  # F1 2/3 only
     prefixes = {len(g.paths[0]): g for g in groups if not g.full}
     assert sorted(prefixes) == [1, 2]
     for length, group in prefixes.items():
         assert all(len(p) == length for p in group.paths)
-        assert dict(zip(group.paths, group.targets))[best[:length]] == 1.0
+        assert dict(zip(group.paths, group.positive))[best[:length]]
+

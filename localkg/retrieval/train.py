@@ -2,16 +2,18 @@
 
 Each question's topics (the dataset's gold ones, else linked) give labelled
 paths (``supervision``). The loss is listwise: a softmax over a topic's
-candidate paths, cross-entropy against targets spread evenly over its best
-paths (ties are common: a film's writer is often its director, so both
-chains reach the answers; the questions where they differ teach which one
-the words mean). The same loss over the candidates of each shorter length,
-with the best paths' prefixes as targets, teaches the scorer to rank partial
-paths, which the reasoner's beam search needs. Questions are embedded once
-(the encoder is frozen), so an epoch runs the small scorer only. A tenth of
-the questions is held out; after each epoch the share of them whose top
-path is a best one (accuracy@1) is reported and a checkpoint written
-(atomically), so Ctrl-C keeps the last finished epoch.
+candidate paths, maximising the probability of its best paths together (the
+marginal likelihood). Ties are common, a film's writer is often its director
+or a one-film writer's films' years are the film's year, and most tied chains
+are right only by accident; the marginal lets the scorer put its mass on the
+chain that is a positive for every question worded alike, where spreading the
+target evenly over the ties taught it the accidental ones too. The same loss
+over the candidates of each shorter length, with the best paths' prefixes as
+positives, teaches the beam search to rank partial paths. The encoder is
+frozen, so an epoch runs the small scorer only; the learning rate decays on a
+cosine to the last epoch. A tenth of the questions is held out; after each
+epoch its accuracy@1 is reported and a checkpoint written atomically, so
+Ctrl-C keeps the last finished epoch.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from localkg.store.kg import KG
 
 @dataclass
 class TrainConfig:
-    epochs: int = 8
+    epochs: int = 20
     lr: float = 2e-3
     weight_decay: float = 1e-4
     dropout: float = 0.1
@@ -51,12 +53,12 @@ class TrainConfig:
 
 @dataclass
 class Group:
-    """One softmax of the loss: candidate paths of one topic and their target distribution.
+    """One softmax of the loss: candidate paths of one topic and which of them are positives.
     ``full``: all the topic's candidates (accuracy counts these), else those of one length."""
 
     question: int
     paths: list[RelationPath]
-    targets: list[float]
+    positive: list[bool]
     full: bool
 
 
@@ -118,17 +120,17 @@ def pick_device(device: str | None) -> torch.device:
 
 def groups_of(question: int, supervision: Supervision) -> list[Group]:
     """The loss's softmaxes for one labelled question: per topic all candidates, and per shorter
-    length the candidates of that length with the best paths' prefixes as targets."""
+    length the candidates of that length with the best paths' prefixes as positives."""
     groups = []
     for topic in supervision.topics:
         top = max(topic.labels)
         positives = [path for path, label in zip(topic.paths, topic.labels) if label >= top - TIE]
-        groups.append(Group(question, topic.paths, _spread(topic.paths, set(positives)), True))
+        groups.append(Group(question, topic.paths, _marks(topic.paths, set(positives)), True))
         for length in range(1, max(len(p) for p in positives)):
             prefixes = {p[:length] for p in positives if len(p) > length}
             level = [path for path in dict.fromkeys(p[:length] for p in topic.paths if len(p) >= length)]
             if len(level) > 1 and prefixes & set(level):
-                groups.append(Group(question, level, _spread(level, prefixes), False))
+                groups.append(Group(question, level, _marks(level, prefixes), False))
     return groups
 
 
@@ -136,15 +138,14 @@ def path_types(groups: Iterable[Group]) -> dict[RelationPath, int]:
     """The chains that are a positive of some training question, numbered from 1 (0: unseen)."""
     seen: dict[RelationPath, int] = {}
     for group in groups:
-        for path, target in zip(group.paths, group.targets):
-            if target > 0 and group.full:
+        for path, positive in zip(group.paths, group.positive):
+            if positive and group.full:
                 seen.setdefault(path, len(seen) + 1)
     return seen
 
 
-def _spread(paths: list[RelationPath], positives: set[RelationPath]) -> list[float]:
-    hits = sum(path in positives for path in paths)
-    return [1.0 / hits if path in positives else 0.0 for path in paths]
+def _marks(paths: list[RelationPath], positives: set[RelationPath]) -> list[bool]:
+    return [path in positives for path in paths]
 
 
 def supervise(kg: KG, questions: Sequence[Any], topics: Sequence[list[str]], limits: SupervisionLimits,
@@ -185,29 +186,33 @@ class _Tensors:
         self.question = group.question
         self.relations, self.backward, self.said, self.mask, self.types = path_tensors(
             group.paths, text, vectors, types, hops)
-        self.targets = torch.tensor(group.targets, dtype=torch.float32)
+        self.positive = torch.tensor(group.positive, dtype=torch.bool)
         self.full = group.full
 
 
 def group_loss(model: PathScorer, questions: torch.Tensor, relation_matrix: torch.Tensor,
                batch: Sequence[_Tensors], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean listwise cross-entropy over ``batch``, and per full group whether its top path is a target."""
-    owner = torch.cat([torch.full((len(g.targets),), g.question, dtype=torch.long) for g in batch]).to(device)
-    group = torch.cat([torch.full((len(g.targets),), i, dtype=torch.long) for i, g in enumerate(batch)]).to(device)
+    """Mean negative log of the probability each group of ``batch`` gives its positives together, and
+    per full group whether its top path is a positive."""
+    owner = torch.cat([torch.full((len(g.positive),), g.question, dtype=torch.long) for g in batch]).to(device)
+    group = torch.cat([torch.full((len(g.positive),), i, dtype=torch.long) for i, g in enumerate(batch)]).to(device)
     relations = torch.cat([g.relations for g in batch]).to(device)
     backward = torch.cat([g.backward for g in batch]).to(device)
     said = torch.cat([g.said for g in batch]).to(device)
     mask = torch.cat([g.mask for g in batch]).to(device)
     types = torch.cat([g.types for g in batch]).to(device)
-    targets = torch.cat([g.targets for g in batch]).to(device)
+    positives = torch.cat([g.positive for g in batch]).to(device)
     scores = model(questions, owner, relation_matrix, relations, backward, said, mask, types)
     count = len(batch)
     top = torch.full((count,), -math.inf, device=device).scatter_reduce(0, group, scores, "amax", include_self=True)
     total = torch.zeros(count, device=device).scatter_add(0, group, torch.exp(scores - top[group]))
-    expected = torch.zeros(count, device=device).scatter_add(0, group, targets * scores)
-    loss = (torch.log(total) + top - expected).mean()
+    positive_scores = scores.masked_fill(~positives, -math.inf)
+    top_positive = torch.full((count,), -math.inf, device=device).scatter_reduce(0, group, positive_scores, "amax",
+                                                                                include_self=True)
+    positive = torch.zeros(count, device=device).scatter_add(0, group, torch.exp(positive_scores - top_positive[group]))
+    loss = (torch.log(total) + top - torch.log(positive) - top_positive).mean()
     hit = torch.zeros(count, device=device).scatter_reduce(
-        0, group, ((scores >= top[group]) & (targets > 0)).float(), "amax", include_self=True)
+        0, group, ((scores >= top[group]) & positives).float(), "amax", include_self=True)
     full = torch.tensor([g.full for g in batch], device=device)
     return loss, hit[full]
 
@@ -244,6 +249,8 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     model = PathScorer(ScorerConfig(encoder_dim=questions.shape[1], hidden=config.hidden,
                                     dropout=config.dropout, path_types=len(types))).to(device)
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    batches_per_epoch = math.ceil(len(training) / config.batch_size)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=config.epochs * batches_per_epoch)
     result = TrainReport(report, training_questions=len(labelled) - held, held_out_questions=held,
                          device=str(device))
     fingerprint = store_fingerprint(kg)
@@ -258,6 +265,7 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
+            schedule.step()
             losses.append(loss.item())
         model.eval()
         with torch.no_grad():
