@@ -4,9 +4,9 @@ For each set and each size N, ``localkg train paths --sample N`` trains on N que
 from the set's dev file outside the evaluation sample (``--exclude-sample 200 --exclude-seed 0``),
 and ``localkg eval --sample 200 --seed 0`` asks the learned-paths reasoner (no LLM call:
 ``llm_options=0``, so the curve measures the scorer alone) the 200 questions docs/results.md uses.
-"all" is every question outside the sample. Prints one JSON object: per set and size the
-Hits@1, the training wall time and the ratio of Hits@1 to the largest size's; writes the plot
-to ``--plot``. Usage (the stores of docs/results.md, "Stores")::
+"all" is every question outside the sample; a size above what a set has trains on all of it.
+Prints one JSON object: per set and size the questions trained on, Hits@1, the training wall
+time and the ratio of Hits@1 to the largest size's; writes the plot to ``--plot``. Usage (the stores of docs/results.md, "Stores")::
 
     OMP_NUM_THREADS=1 python bench/path_learning_curve.py --metaqa-db dbs/metaqa --pq-db dbs/pq2h \\
         --out runs/curve --plot docs/training_curve.png
@@ -32,16 +32,18 @@ def point(name: str, db: Path, questions: Path, size: str, out: Path) -> dict:
     checkpoint = folder / "scorer.pt"
     sample = [] if size == "all" else ["--sample", size]
     started = time.perf_counter()
-    subprocess.run(["localkg", "train", "paths", "--db", str(db), "--questions", str(questions), *sample,
-                    "--exclude-sample", "200", "--exclude-seed", "0", "--out", str(checkpoint), "--threads", "1",
-                    "--json"], check=True, stdout=subprocess.DEVNULL)
+    training = subprocess.run(["localkg", "train", "paths", "--db", str(db), "--questions", str(questions), *sample,
+                               "--exclude-sample", "200", "--exclude-seed", "0", "--out", str(checkpoint),
+                               "--threads", "1", "--json"], check=True, stdout=subprocess.PIPE, text=True)
     trained = time.perf_counter() - started
+    report = json.loads(training.stdout)
     subprocess.run(["localkg", "eval", str(questions), "--db", str(db), "--reasoner", "learned-paths",
                     "--sample", "200", "--seed", "0", "--out", str(folder / "eval"),
                     "--set", f"checkpoint={checkpoint}", "--set", "llm_options=0"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     summary = json.loads((folder / "eval" / "summary.json").read_text())
-    return {"size": size, "hits@1": summary["hits@1"], "train_seconds": round(trained, 1)}
+    return {"size": size, "questions": report["supervision"]["questions"], "hits@1": summary["hits@1"],
+            "train_seconds": round(trained, 1)}
 
 
 def plot(results: dict[str, list[dict]], path: Path) -> None:
@@ -52,10 +54,9 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
 
     figure, axes = plt.subplots(figsize=(6, 4))
     for name, points in results.items():
-        labels = [p["size"] for p in points]
-        axes.plot(range(len(points)), [p["hits@1"] for p in points], marker="o", label=name)
-        axes.set_xticks(range(len(points)), labels)
-    axes.set_xlabel("training questions (outside the 200 evaluated)")
+        axes.plot([p["questions"] for p in points], [p["hits@1"] for p in points], marker="o", label=name)
+    axes.set_xscale("log")
+    axes.set_xlabel("training questions (outside the 200 evaluated, log scale)")
     axes.set_ylabel("Hits@1 on the 200-question dev sample")
     axes.set_ylim(0, 1)
     axes.grid(alpha=0.3)
