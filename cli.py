@@ -477,7 +477,7 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
 @click.option("--exclude-seed", "exclude_seed", type=int, default=0, show_default=True)
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
               help="Checkpoint to write (default: DB/paths/scorer.pt, where the reasoners look).")
-@click.option("--epochs", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default=None, help="torch device (default: cuda when available, else cpu).")
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch (default: torch's choice; "

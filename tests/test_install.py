@@ -97,3 +97,10 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     for name, folder in settings["package-dir"].items():
         found |= package_names(CHECKOUT / folder, name)
     assert set(settings["packages"]) == found
+
+
+def test_the_package_cli_is_the_top_level_cli_py() -> None:
+    # localkg/cli.py links to the design card's top-level cli.py: one file, never two copies that
+    # drift (an in-place edit such as `sed -i` replaces the link with a copy)
+    assert (CHECKOUT / "localkg" / "cli.py").is_symlink()
+    assert (CHECKOUT / "localkg" / "cli.py").resolve() == (CHECKOUT / "cli.py").resolve()
