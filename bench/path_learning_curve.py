@@ -6,10 +6,11 @@ and ``localkg eval --sample 200 --seed 0`` asks the learned-paths reasoner (no L
 ``llm_options=0``, so the curve measures the scorer alone) the 200 questions docs/results.md uses.
 "all" is every question outside the sample; a size above what a set has trains on all of it.
 Prints one JSON object: per set and size the questions trained on, Hits@1, the training wall
-time and the ratio of Hits@1 to the largest size's; writes the plot to ``--plot``. Usage (the stores of docs/results.md, "Stores")::
+time and the ratio of Hits@1 to the largest size's; writes the plot to ``--plot``. Usage (the
+stores of docs/results.md, "Stores")::
 
     OMP_NUM_THREADS=1 python bench/path_learning_curve.py --metaqa-db dbs/metaqa --pq-db dbs/pq2h \\
-        --out runs/curve --plot docs/training_curve.png
+        --sizes 50 200 800 3200 --out runs/curve --plot docs/training_curve.png
     python bench/path_learning_curve.py ... --sizes 50 --sets pq-2h        # smoke size
 """
 from __future__ import annotations

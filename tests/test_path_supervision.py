@@ -120,4 +120,3 @@ def test_training_groups_mark_the_best_paths_and_teach_prefixes(movies):
     for length, group in prefixes.items():
         assert all(len(p) == length for p in group.paths)
         assert dict(zip(group.paths, group.positive))[best[:length]]
-

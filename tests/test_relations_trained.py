@@ -59,8 +59,7 @@ def test_trained_scores_are_the_path_scorer_s(store_with_scorer, scorer):
     ranking = RelationRanking(context(store_with_scorer, scorer), "trained")
     moves = candidate_moves(store_with_scorer, "Vertigo")
     ranked = ranking.rank_moves("who directed", moves)
-    raw = ranking._ranker_for().score(
-        "who directed", (), [move.steps for move, _score in ranked])
+    raw = ranking._ranker_for().score("who directed", (), [move.steps for move, _score in ranked])
     assert [score for _move, score in ranked] == pytest.approx(raw, rel=1e-5)
     assert [score for _move, score in ranked] == sorted((score for _move, score in ranked), reverse=True)
     assert ranked[0][0].steps == (("directed_by", "out"),)  # Vertigo was held out of training

@@ -124,13 +124,13 @@ def groups_of(question: int, supervision: Supervision) -> list[Group]:
     groups = []
     for topic in supervision.topics:
         top = max(topic.labels)
-        positives = [path for path, label in zip(topic.paths, topic.labels) if label >= top - TIE]
-        groups.append(Group(question, topic.paths, _marks(topic.paths, set(positives)), True))
+        positives = {path for path, label in zip(topic.paths, topic.labels) if label >= top - TIE}
+        groups.append(Group(question, topic.paths, [path in positives for path in topic.paths], True))
         for length in range(1, max(len(p) for p in positives)):
             prefixes = {p[:length] for p in positives if len(p) > length}
             level = [path for path in dict.fromkeys(p[:length] for p in topic.paths if len(p) >= length)]
             if len(level) > 1 and prefixes & set(level):
-                groups.append(Group(question, level, _marks(level, prefixes), False))
+                groups.append(Group(question, level, [path in prefixes for path in level], False))
     return groups
 
 
@@ -142,10 +142,6 @@ def path_types(groups: Iterable[Group]) -> dict[RelationPath, int]:
             if positive and group.full:
                 seen.setdefault(path, len(seen) + 1)
     return seen
-
-
-def _marks(paths: list[RelationPath], positives: set[RelationPath]) -> list[bool]:
-    return [path in positives for path in paths]
 
 
 def supervise(kg: KG, questions: Sequence[Any], topics: Sequence[list[str]], limits: SupervisionLimits,
@@ -204,17 +200,25 @@ def group_loss(model: PathScorer, questions: torch.Tensor, relation_matrix: torc
     positives = torch.cat([g.positive for g in batch]).to(device)
     scores = model(questions, owner, relation_matrix, relations, backward, said, mask, types)
     count = len(batch)
-    top = torch.full((count,), -math.inf, device=device).scatter_reduce(0, group, scores, "amax", include_self=True)
-    total = torch.zeros(count, device=device).scatter_add(0, group, torch.exp(scores - top[group]))
+    top = _group_max(scores, group, count)
     positive_scores = scores.masked_fill(~positives, -math.inf)
-    top_positive = torch.full((count,), -math.inf, device=device).scatter_reduce(0, group, positive_scores, "amax",
-                                                                                include_self=True)
-    positive = torch.zeros(count, device=device).scatter_add(0, group, torch.exp(positive_scores - top_positive[group]))
-    loss = (torch.log(total) + top - torch.log(positive) - top_positive).mean()
+    loss = (_group_logsumexp(scores, group, count) - _group_logsumexp(positive_scores, group, count)).mean()
     hit = torch.zeros(count, device=device).scatter_reduce(
         0, group, ((scores >= top[group]) & positives).float(), "amax", include_self=True)
     full = torch.tensor([g.full for g in batch], device=device)
     return loss, hit[full]
+
+
+def _group_max(values: torch.Tensor, group: torch.Tensor, count: int) -> torch.Tensor:
+    return torch.full((count,), -math.inf, device=values.device).scatter_reduce(0, group, values, "amax",
+                                                                               include_self=True)
+
+
+def _group_logsumexp(values: torch.Tensor, group: torch.Tensor, count: int) -> torch.Tensor:
+    """log Σ exp(values) per group, stable (each group has a finite value)."""
+    top = _group_max(values, group, count)
+    total = torch.zeros(count, device=values.device).scatter_add(0, group, torch.exp(values - top[group]))
+    return torch.log(total) + top
 
 
 def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: Any, config: TrainConfig,
