@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from localkg.datasets import Question
-from localkg.retrieval.supervision import answer_f1, gold_relation_paths, label_question, matches_gold
+from localkg.retrieval.supervision import (SupervisionLimits, answer_f1, gold_relation_paths, label_question,
+                                           matches_gold)
 from localkg.retrieval.train import groups_of, supervise
 from localkg.retrieval.walk import PathWalker
 from localkg.store.model import IN, OUT, Node
@@ -120,3 +121,26 @@ def test_training_groups_mark_the_best_paths_and_teach_prefixes(movies):
     for length, group in prefixes.items():
         assert all(len(p) == length for p in group.paths)
         assert dict(zip(group.paths, group.positive))[best[:length]]
+
+
+def test_walks_may_be_kept_from_going_on_from_the_topic(movies):
+    # the release years of the films of Top Hat's director: Top Hat's own, or only the others'
+    walker = PathWalker(movies)
+    path = (("directed_by", OUT), ("directed_by", IN), ("release_year", OUT))
+    assert set(walker.ends("Top Hat", path)) == {"1935", "1937"}
+    assert set(walker.ends("Top Hat", path, through_topic=False)) == {"1937"}
+    evidence = walker.evidence("Top Hat", path, "1937", through_topic=False)
+    assert [step.triple.head.id for step in evidence.steps] == ["Top Hat", "Shall We Dance", "Shall We Dance"]
+    assert walker.ends("Top Hat", path[:1], through_topic=False) == walker.ends("Top Hat", path[:1])
+
+
+def test_the_questions_decide_whether_walks_go_on_from_the_topic(movies):
+    others = Question("o", "when were the other films of Top Hat's director released", [["1937"]], ["Top Hat"])
+    all_films = Question("a", "when were the films of Top Hat's director released", [["1935"], ["1937"]],
+                         ["Top Hat"])
+    walker = PathWalker(movies)
+    assert label_question(walker, ["Top Hat"], others.answers).through_topic_is_better is False
+    assert label_question(walker, ["Top Hat"], all_films.answers).through_topic_is_better is True
+    assert label_question(walker, ["Top Hat"], [["Mark Sandrich"]]).through_topic_is_better is None
+    _labelled, report = supervise(movies, [others, others, all_films], [["Top Hat"]] * 3, SupervisionLimits())
+    assert (report.walk_differs, report.through_topic_better, report.through_topic) == (3, 1, False)

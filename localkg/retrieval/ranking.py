@@ -9,7 +9,8 @@ candidate; their scores become probabilities by a softmax over the topic's
 candidates. With several topics (conjunctive questions) a candidate is one
 path per topic, its answers what all of them reach, its probability the
 product; combinations that share no node are dropped. Whether the topic is
-among the answers was learned in training (``keep_topic``). Each ranked path
+among the answers, and whether walks may go on from it after their first hop,
+were learned in training (``keep_topic``, ``through_topic``). Each ranked path
 carries its answers and, per answer, a real evidence path.
 """
 from __future__ import annotations
@@ -60,6 +61,7 @@ class PathRanker:
         self.device = device
         self.max_hops = int(self.meta.get("max_hops", 3))
         self.keep_topic = bool(self.meta.get("keep_topic", False))
+        self.through_topic = bool(self.meta.get("through_topic", True))
         self.beam = int(beam)
         self.combinations = int(combinations)
         self.walker = PathWalker(kg, keep=keep)
@@ -97,7 +99,7 @@ class PathRanker:
                 break
             scores = self.score(question, topic_names, extensions)
             for path, score in zip(extensions, scores):
-                if self.walker.ends(topic, path):
+                if self.walker.ends(topic, path, through_topic=self.through_topic):
                     scored[path] = score
             ranked = sorted(range(len(extensions)), key=lambda i: -scores[i])
             layer = [extensions[i] for i in ranked[:self.beam]]
@@ -128,14 +130,14 @@ class PathRanker:
     def _route(self, legs: Sequence[tuple[str, RelationPath, float]], topics: set[str]) -> ScoredPath | None:
         shared: dict[str, Node] | None = None
         for topic, path, _p in legs:
-            ends = self.walker.ends(topic, path, self.keep_topic)
+            ends = self.walker.ends(topic, path, self.keep_topic, self.through_topic)
             shared = dict(ends) if shared is None else {k: v for k, v in shared.items() if k in ends}
         shared = shared or {}
         answers = list(shared.values()) if self.keep_topic else \
             [node for node_id, node in shared.items() if node_id not in topics] or list(shared.values())
         if not answers:
             return None
-        evidence = tuple(tuple(self.walker.evidence(topic, path, node.id) for topic, path, _p in legs)
-                         for node in answers)
+        evidence = tuple(tuple(self.walker.evidence(topic, path, node.id, self.through_topic)
+                               for topic, path, _p in legs) for node in answers)
         return ScoredPath(tuple((topic, path) for topic, path, _p in legs), math.prod(p for _t, _path, p in legs),
                           tuple(answers), evidence)

@@ -2,8 +2,9 @@
 
 For each topic entity every relation path of up to ``max_hops`` hops is
 executed (``walk``) and labelled by the F1 of its end set against the gold
-answers, the better of with and without the topic (datasets differ on whether a
-question's topic can be its answer; see ``PathWalker.ends``). With several topics (conjunctive questions: "a
+answers, the best of with and without the topic among the ends and of walks that
+may or may not go on from the topic after their first hop (datasets differ on both:
+see ``PathWalker.ends`` and ``PathWalker.frontier``). With several topics (conjunctive questions: "a
 forward who plays for Mexico") the answers are what the topics' paths reach
 together, so a path is labelled by the best F1 of an intersection it takes
 part in. The best paths are the positives; ties go to the fewest hops, the
@@ -52,12 +53,15 @@ class Supervision:
 
     ``topic_is_answer`` is None unless the best path reaches the topic among other nodes; then
     it says whether the topic is a gold answer (what decides whether a store's reasoner keeps
-    the topic among the answers).
+    the topic among the answers). ``through_topic_is_better`` is None unless the best path's
+    F1 depends on whether walks may go on from the topic after their first hop; then it says
+    whether they should (``PathWalker.frontier``).
     """
 
     topics: list[TopicPaths]
     best_f1: float
     topic_is_answer: bool | None = None
+    through_topic_is_better: bool | None = None
 
     def best_paths(self) -> list[RelationPath]:
         """The first positive of each topic (fewest hops, then fewest backward hops)."""
@@ -99,14 +103,25 @@ def label_question(walker: PathWalker, topics: Sequence[str], answers: Sequence[
     if len(candidates) > 1:
         return _supervision(candidates, _conjunctive_labels(walker, candidates, gold, limits))
     topic, paths = candidates[0]
-    labels = [max(answer_f1(walker.ends(topic, path).values(), gold),
-                  answer_f1(walker.ends(topic, path, keep_topic=True).values(), gold)) for path in paths]
+    labels = [max(_path_f1(walker, topic, path, gold, True), _path_f1(walker, topic, path, gold, False))
+              for path in paths]
     supervision = _supervision(candidates, [labels])
     if supervision is not None:
-        reached = walker.frontier(topic, supervision.best_paths()[0]).nodes
+        best = supervision.best_paths()[0]
+        reached = walker.frontier(topic, best).nodes
         if topic in reached and len(reached) > 1:
             supervision.topic_is_answer = answer_f1([reached[topic]], gold) > 0
+        through, avoiding = _path_f1(walker, topic, best, gold, True), _path_f1(walker, topic, best, gold, False)
+        if abs(through - avoiding) > TIE:
+            supervision.through_topic_is_better = through > avoiding
     return supervision
+
+
+def _path_f1(walker: PathWalker, topic: str, path: RelationPath, gold: Sequence[frozenset[str]],
+             through_topic: bool) -> float:
+    """The F1 of ``path``'s end set, the better of with and without the topic among them."""
+    return max(answer_f1(walker.ends(topic, path, keep_topic=keep, through_topic=through_topic).values(), gold)
+               for keep in (False, True))
 
 
 def _conjunctive_labels(walker: PathWalker, candidates: list[tuple[str, list[RelationPath]]],

@@ -72,6 +72,8 @@ class SupervisionReport:
     gold_found: int = 0
     topic_reached: int = 0
     topic_answered: int = 0
+    walk_differs: int = 0
+    through_topic_better: int = 0
     seconds: float = 0.0
 
     @property
@@ -79,6 +81,13 @@ class SupervisionReport:
         """Whether the topic counts as an answer on this store: it was a gold answer for most
         questions whose best path reaches it among other nodes."""
         return self.topic_answered * 2 > self.topic_reached
+
+    @property
+    def through_topic(self) -> bool:
+        """Whether walks may go on from the topic after their first hop on this store: yes unless
+        most questions whose best path's F1 depends on it do better without ("the films of X's
+        writer" then means the writer's other films, as in MetaQA)."""
+        return self.through_topic_better * 2 >= self.walk_differs
 
     @property
     def gold_accuracy(self) -> float:
@@ -109,6 +118,7 @@ class TrainReport:
         data = asdict(self)
         data["supervision"]["gold_accuracy"] = self.supervision.gold_accuracy
         data["supervision"]["keep_topic"] = self.supervision.keep_topic
+        data["supervision"]["through_topic"] = self.supervision.through_topic
         return data
 
 
@@ -165,6 +175,9 @@ def supervise(kg: KG, questions: Sequence[Any], topics: Sequence[list[str]], lim
         if supervision.topic_is_answer is not None:
             report.topic_reached += 1
             report.topic_answered += supervision.topic_is_answer
+        if supervision.through_topic_is_better is not None:
+            report.walk_differs += 1
+            report.through_topic_better += supervision.through_topic_is_better
         gold = gold_relation_paths(question)
         if gold is not None:
             report.gold_named += 1
@@ -280,6 +293,7 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
         result.epochs.append(epoch_report)
         result.seconds = report.seconds + time.perf_counter() - started
         training_meta = {**(meta or {}), "max_hops": hops, "keep_topic": report.keep_topic,
+                         "through_topic": report.through_topic,
                          "train_config": asdict(config), "epochs_done": epoch, "report": result.to_json()}
         result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, fingerprint, list(types),
                                                 training_meta))

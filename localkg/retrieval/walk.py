@@ -9,7 +9,9 @@ frontier has more facts than ``expand_rows`` (a hub), the next hops come from
 the relation summaries of a few frontier nodes instead, each walked with its
 own capped query. Every frontier is cached, so a question's candidates share
 their work, and each node remembers one node it was reached from, which gives
-every end node a real evidence path.
+every end node a real evidence path. Walks may or may not go on from the topic
+after their first hop ("the films of X's writer": with X or without it), which
+a store's training questions decide.
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ class PathWalker:
         self.cached_facts = int(cached_facts)
         self._frontiers: dict[tuple[str, RelationPath], Frontier] = {}
         self._extensions: dict[tuple[str, RelationPath], list[Hop]] = {}
+        self._avoiding: dict[tuple[str, RelationPath], Frontier] = {}
         self._facts: dict[str, list[tuple[Hop, Node]]] = {}
         self._facts_held = 0
 
@@ -64,10 +67,15 @@ class PathWalker:
         that serves many questions reads each node's facts once."""
         self._frontiers.clear()
         self._extensions.clear()
+        self._avoiding.clear()
 
-    def frontier(self, topic: str, path: RelationPath) -> Frontier:
+    def frontier(self, topic: str, path: RelationPath, through_topic: bool = True) -> Frontier:
         """What ``path`` reaches from ``topic`` (the empty path reaches the topic itself; a hop
-        the prefix's frontier does not have reaches nothing)."""
+        the prefix's frontier does not have reaches nothing). Without ``through_topic`` no walk
+        goes on from the topic after its first hop: "the films of X's writer" then reaches the
+        writer's other films, and the third hop starts from them only."""
+        if not through_topic and len(path) > 1:
+            return self._frontier_avoiding(topic, path)
         key = (topic, path)
         if key not in self._frontiers:
             if path:
@@ -78,7 +86,29 @@ class PathWalker:
                 self._frontiers[key] = Frontier({topic: Node(record.id, record.name or record.value, record.kind)}, {})
         return self._frontiers[key]
 
-    def ends(self, topic: str, path: RelationPath, keep_topic: bool = False) -> dict[str, Node]:
+    def _frontier_avoiding(self, topic: str, path: RelationPath) -> Frontier:
+        """``path``'s frontier when walks may not go on from the topic: the same frontier unless
+        the prefix's frontier differs or holds the topic; else every hop from the prefix's other
+        nodes is walked at once (one grouping of their cached facts serves all its extensions)."""
+        key = (topic, path)
+        if key not in self._avoiding:
+            prefix = path[:-1]
+            before = self.frontier(topic, prefix, through_topic=False)
+            if topic not in before.nodes and before is self.frontier(topic, prefix):
+                return self.frontier(topic, path)
+            sources = [node for node in before.nodes if node != topic]
+            facts = self._read_facts(sources)
+            grouped: dict[Hop, list[tuple[str, Node]]] = {}
+            for source in sources:
+                for hop, node in facts.get(source, ()):
+                    grouped.setdefault(hop, []).append((source, node))
+            for hop, reached in grouped.items():
+                self._avoiding[(topic, prefix + (hop,))] = self._frontier_of(reached, before.truncated)
+            self._avoiding.setdefault(key, Frontier({}, {}))
+        return self._avoiding[key]
+
+    def ends(self, topic: str, path: RelationPath, keep_topic: bool = False,
+             through_topic: bool = True) -> dict[str, Node]:
         """The end nodes of ``path``; the topic comes first with ``keep_topic``, else it is left
         out unless it is all the path reaches.
 
@@ -86,7 +116,7 @@ class PathWalker:
         answers never hold the topic; PathQuestion's "the mother of X's son" is X. Which one a
         store's questions mean is learned in training (``Supervision.topic_is_answer``).
         """
-        nodes = self.frontier(topic, path).nodes
+        nodes = self.frontier(topic, path, through_topic).nodes
         if keep_topic and topic in nodes:
             return {topic: nodes[topic], **nodes}
         others = {node_id: node for node_id, node in nodes.items() if node_id != topic}
@@ -173,14 +203,14 @@ class PathWalker:
                 return found[:max_paths]
         return found
 
-    def evidence(self, topic: str, path: RelationPath, end: str) -> Path:
+    def evidence(self, topic: str, path: RelationPath, end: str, through_topic: bool = True) -> Path:
         """The walk ``path`` took from ``topic`` to ``end`` (one of them), as a real store path."""
         steps: list[Step] = []
         here = end
         for depth in range(len(path), 0, -1):
-            frontier = self.frontier(topic, path[:depth])
+            frontier = self.frontier(topic, path[:depth], through_topic)
             parent_id = frontier.parents[here]
-            parent = self.frontier(topic, path[:depth - 1]).nodes[parent_id]
+            parent = self.frontier(topic, path[:depth - 1], through_topic).nodes[parent_id]
             node = frontier.nodes[here]
             relation, direction = path[depth - 1]
             triple = Triple(parent, relation, node) if direction == OUT else Triple(node, relation, parent)
