@@ -64,9 +64,9 @@ class FixedScores:
 def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer):
     llm = ScriptedLLM()
     reasoner = fog(demo_kg, scorer, llm, llm_triples=30, min_potential=0)
-    reasoner.triple_scorer = lambda question, topics: FixedScores()
+    reasoner.triple_scorer = lambda question, topics, chains: FixedScores()
     expansion = reasoner.expand(FixedScores(), [QUESTION], {"Top Hat": node_of(demo_kg, "Top Hat")}, [],
-                                excluded=set())
+                                excluded=set(), chains={"Top Hat": ()})
     assert expansion.triples and not any(t.relation == "has_tags" for t in expansion.triples)  # 0.05 < tau_e
     result = reasoner.answer(QUESTION, ["Top Hat"])
     shown = shown_triples(llm.calls[0].prompt)
@@ -78,7 +78,7 @@ def test_tau_e_limits_expansion_and_tau_p_the_potential_subgraph(demo_kg, scorer
 def test_with_an_empty_memory_the_model_sees_the_best_triples_below_tau_p_too(demo_kg, scorer):
     llm = ScriptedLLM()
     reasoner = fog(demo_kg, scorer, llm, llm_triples=30, min_potential=8, rounds=2)
-    reasoner.triple_scorer = lambda question, topics: FixedScores()
+    reasoner.triple_scorer = lambda question, topics, chains: FixedScores()
     result = reasoner.answer(QUESTION, ["Top Hat"])
     first, *later = [shown_triples(c.prompt) for c in llm.calls if c.step == "memory_update"]
     above = [line for line in first if TRIPLE.match(line).group(2) in ("directed_by", "written_by")]
@@ -95,7 +95,7 @@ def test_answers_are_the_ends_of_the_best_scoring_paths(demo_kg, scorer):
 
     llm = ScriptedLLM()  # predicts nothing
     reasoner = fog(demo_kg, scorer, llm, rounds=1)
-    reasoner.triple_scorer = lambda question, topics: WriterFirst()
+    reasoner.triple_scorer = lambda question, topics, chains: WriterFirst()
     result = reasoner.answer("Who wrote Top Hat?", ["Top Hat"])
     assert any("ends of the best-scoring paths (the model predicted none)" in note for note in result.notes)
     writers = {t.tail.id for t in demo_kg.triples("Top Hat") if t.relation == "written_by"}
@@ -133,13 +133,13 @@ def test_with_two_topic_entities_triples_to_the_other_one_are_kept(demo_kg, scor
     reasoner = fog(demo_kg, scorer, ScriptedLLM(), hops=1)
     sources = {name: node_of(demo_kg, name) for name in ("Fred Astaire", "Ginger Rogers")}
     expansion = reasoner.expand(FredOnly(), ["Which film starred Fred Astaire and Ginger Rogers?"], sources, [],
-                                excluded=set())
+                                excluded=set(), chains={name: () for name in sources})
     ginger_films = {t.head.id for t in expansion.triples if t.tail.id == "Ginger Rogers"}
     fred_films = {t.head.id for t in demo_kg.triples("Fred Astaire") if t.relation == "starred_actors"}
     assert ginger_films and ginger_films <= fred_films  # Top Hat, Roberta, ...: films with both
     assert any(t.tail.id == "Ginger Rogers" and t.head.id not in fred_films for t in expansion.dropped)
     single = reasoner.expand(FredOnly(), ["Which films starred Ginger Rogers?"], {"Ginger Rogers": sources["Ginger Rogers"]},
-                             [], excluded=set())
+                             [], excluded=set(), chains={"Ginger Rogers": ()})
     assert not single.triples  # one topic entity: tau_e alone decides
 
 
@@ -237,7 +237,7 @@ def test_graph_answers_lead_unless_the_model_is_asked_to(demo_kg, scorer):
         llm = ScriptedLLM({"memory_update": [{"selected_triplets": [], "predict_answer": ["Allan Scott"],
                                               "subsequent_question": ["Who else?"]}]})
         reasoner = fog(demo_kg, scorer, llm, rounds=1, llm_triples=30, **settings)
-        reasoner.triple_scorer = lambda question, topics: DirectorFirst()
+        reasoner.triple_scorer = lambda question, topics, chains: DirectorFirst()
         return reasoner.answer(QUESTION, ["Top Hat"])
 
     graph = run()

@@ -12,13 +12,13 @@ import pytest
 from localkg.errors import CheckpointError, SettingsError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context, get_reasoner
-from localkg.reasoners.common import candidate_moves
+from localkg.reasoners.common import candidate_moves, node_of
 from localkg.reasoners.relation_ranking import RelationRanking, trained_checkpoint
 from localkg.store import KG
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-RANKING_REASONERS = ["tog", "bpc", "paths", "plan", "ppoga", "dtkg", "embed-path"]
+RANKING_REASONERS = ["tog", "bpc", "paths", "plan", "ppoga", "fog", "dtkg", "embed-path"]
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +83,23 @@ def test_embed_path_answers_with_the_trained_ranking(store_with_scorer, scorer):
     result = get_reasoner("embed-path")(context(store_with_scorer, scorer), relations="trained").answer(
         "who directed the films Kim Novak acted in", ["Kim Novak"])
     assert [a.id for a in result.answers] == ["Alfred Hitchcock"]
+
+
+def test_fog_scores_triples_as_the_chains_that_reach_them(store_with_scorer, scorer):
+    reasoner = get_reasoner("fog")(context(store_with_scorer, scorer), relations="trained", decompose=False)
+    chains = {"Kim Novak": ()}
+    triple_scorer = reasoner.triple_scorer("who directed the films Kim Novak acted in", ["Kim Novak"], chains)
+    expansion = reasoner.expand(triple_scorer, ["who directed the films Kim Novak acted in"],
+                                {"Kim Novak": node_of(store_with_scorer, "Kim Novak")}, [], excluded=set(),
+                                chains=chains)
+    assert chains["Vertigo"] == (("starred_actors", "in"),)
+    assert chains["Alfred Hitchcock"] == (("starred_actors", "in"), ("directed_by", "out"))
+    scores = triple_scorer.refined([], expansion.triples, expansion.levels)
+    best = expansion.triples[int(scores.argmax())]
+    assert (best.relation, best.tail.id) == ("directed_by", "Alfred Hitchcock") and scores.max() == 1.0
+    result = reasoner.answer("who directed the films Kim Novak acted in", ["Kim Novak"])
+    assert result.answers[0].id == "Alfred Hitchcock", result.notes
+    assert any("trained path scorer" in note for note in result.notes)
 
 
 def test_eval_with_relations_trained_on_a_store_without_a_scorer_is_one_line(tmp_path):

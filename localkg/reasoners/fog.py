@@ -9,6 +9,10 @@
    enumerates the input), the predicted answer and follow-up sub-questions; selected triples join
    the memory, shown but unselected ones are masked; at most ``rounds`` rounds.
 
+With ``relations=trained`` (``auto``: when the store has the path scorer of ``localkg train
+paths`` and no fog ``checkpoint`` is named) the triples score instead as the relation chains
+that reach them (:class:`ChainTripleScorer`).
+
 By default the answer is read off the graph (``answer_from="graph"``: the paths from the sources
 through the kept triples, scored by :func:`answer_scores`); ``answer_from="model"`` is the
 paper's rule. docs/reasoners.md lists every adaptation to a small local model and its reason.
@@ -29,7 +33,8 @@ from localkg.fog.features import TripleKey, bfs_levels, triple_key
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter
-from localkg.store.model import Node, Path, Step, Triple
+from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
+from localkg.store.model import IN, OUT, Node, Path, Step, Triple
 from localkg.text import without_mentions
 
 PROMPTS = "fog"
@@ -81,6 +86,44 @@ class FoGReasonerSettings:
     answer_from: AnswerSource = "graph"  # "graph": ends of the best-scoring paths; "model": the paper's predicted answer
     device: str = ""
     relation_filter: str = DEFAULT_RELATION_FILTER
+    relations: RelationsMode = "auto"  # trained: triples score as the chains that reach them (ChainTripleScorer)
+
+
+def reaching_chain(triple: Triple, chains: dict[str, Chain], levels: dict[str, int]) -> Chain:
+    """The relation chain from a source through ``triple``: the chain of its nearer reached end
+    (the lower level) plus its own hop, read away from that end."""
+    head, tail = triple.head.id, triple.tail.id
+    from_head = head in chains and (tail not in chains or levels.get(head, 0) <= levels.get(tail, 0))
+    if from_head:
+        return chains[head] + ((triple.relation, OUT),)
+    return chains.get(tail, ()) + ((triple.relation, IN),)
+
+
+class ChainTripleScorer:
+    """``relations=trained``: a triple scores as the relation chain that reaches it, by the trained
+    path scorer, relative to the best triple scored together (``exp(s - max s)``, so ``tau_e``
+    keeps chains within ln 10 of the best and ``tau_p`` within 0.36). The path scorer compares
+    chains across depths, so ``refined`` is the same pass over the whole subgraph; it says
+    nothing about the answer's distance, which the chains' ends already decide."""
+
+    description = "trained path scorer: each triple scores as the relation chain that reaches it"
+
+    def __init__(self, relations: RelationRanking, query: str, chains: dict[str, Chain]):
+        self.relations = relations
+        self.query = query
+        self.chains = chains
+
+    def initial(self, questions: Sequence[str], triples: Sequence[Triple], levels: dict[str, int]) -> np.ndarray:
+        if not triples:
+            return np.zeros(0, dtype=np.float32)
+        chains = [reaching_chain(triple, self.chains, levels) for triple in triples]
+        scores = self.relations.chain_scores(self.query, chains, [tuple(r for r, _d in c) for c in chains])
+        return np.exp(scores - scores.max()).astype(np.float32)
+
+    refined = initial
+
+    def answer_distance(self, question: str) -> None:
+        return None
 
 
 @register
@@ -94,6 +137,8 @@ class FoGReasoner(Reasoner):
         super().__init__(context, **overrides)
         self._trained: TrainedTripleScorer | None = None
         self._checked_checkpoint = False
+        named = self.settings.checkpoint and self.settings.relations == "auto"  # a named fog checkpoint leads
+        self.relations = RelationRanking(context, "embed" if named else self.settings.relations, self.settings.device)
 
     # ------------------------------------------------------------------ scorer
     def checkpoint_path(self) -> FsPath | None:
@@ -101,11 +146,16 @@ class FoGReasoner(Reasoner):
 
         return checkpoint_location(self.settings.checkpoint, None if self.kg is None else self.kg.path)
 
-    def triple_scorer(self, question: str, topics: Sequence[str]) -> TripleScorer:
-        """The trained scorer when a checkpoint exists (loaded once), else the similarity fallback.
+    def triple_scorer(self, question: str, topics: Sequence[str], chains: dict[str, Chain]) -> TripleScorer:
+        """With ``relations=trained`` the path scorer over the chains the expansion records
+        (``chains``); else the trained foresight scorer when its checkpoint exists (loaded once),
+        else the similarity fallback.
 
         An explicitly named checkpoint must load; the default location may simply be empty.
         """
+        names = [self.kg.name(t) for t in topics]
+        if self.relations.mode == "trained":
+            return ChainTripleScorer(self.relations, without_mentions(question, names), chains)
         if not self._checked_checkpoint:
             self._checked_checkpoint = True
             path = self.checkpoint_path()
@@ -114,12 +164,12 @@ class FoGReasoner(Reasoner):
                                                                    self.settings.device)
         if self._trained is not None:
             return self._trained
-        names = [self.kg.name(t) for t in topics]
         return SimilarityTripleScorer(self.context.scorer, without_mentions(question, names))
 
     # ------------------------------------------------------------------ the method
     def solve(self, question: str, topics: list[str], result: Result) -> None:
-        scorer = self.triple_scorer(question, topics)
+        chains: dict[str, Chain] = {t: () for t in topics}  # the chain that first reached each node
+        scorer = self.triple_scorer(question, topics, chains)
         result.notes.append(f"scores: {scorer.description}")
         sources = {t: node_of(self.kg, t) for t in topics}
         sub_questions = self.decompose(question, result) if self.settings.decompose else []
@@ -131,7 +181,8 @@ class FoGReasoner(Reasoner):
         dropped: dict[TripleKey, Triple] = {}   # every triple scored and not kept
         for round_number in range(1, int(self.settings.rounds) + 1):
             questions = [question, *sub_questions]
-            expansion = self.expand(scorer, questions, sources, list(memory.values()), excluded=set(memory) | masked)
+            expansion = self.expand(scorer, questions, sources, list(memory.values()), excluded=set(memory) | masked,
+                                    chains=chains)
             scored = list(memory.values()) + expansion.triples
             refined = dict(zip((triple_key(t) for t in scored),
                                map(float, scorer.refined(questions, scored, expansion.levels))))
@@ -196,10 +247,11 @@ class FoGReasoner(Reasoner):
         return subs
 
     def expand(self, scorer: TripleScorer, questions: list[str], sources: dict[str, Node], memory: list[Triple],
-               excluded: set[TripleKey]) -> Expansion:
+               excluded: set[TripleKey], chains: dict[str, Chain]) -> Expansion:
         """Layered BFS from the sources and the memory's nodes (at their distance from the sources):
         keep incident triples whose initial score exceeds ``tau_e``. ``levels`` cover the memory too,
-        so the refined pass sees the memory paths the new triples continue."""
+        so the refined pass sees the memory paths the new triples continue; ``chains`` gains the
+        relation chain that first reached each new node (:func:`reaching_chain`)."""
         expansion = Expansion(levels=bfs_levels(set(sources), memory))
         kept: set[TripleKey] = set()
         allowed = relation_filter(self.settings.relation_filter)
@@ -234,10 +286,12 @@ class FoGReasoner(Reasoner):
                 triple = triples[index]
                 kept.add(triple_key(triple))
                 expansion.triples.append(triple)
+                chain = reaching_chain(triple, chains, expansion.levels)
                 for end in (triple.head, triple.tail):
                     if end.id not in expansion.levels:
                         expansion.levels[end.id] = levels[end.id]
                         reached[end.id] = end
+                        chains.setdefault(end.id, chain)
             frontier = list(reached.values())[:int(self.settings.frontier)]  # best incoming score first
             if not frontier:
                 break
