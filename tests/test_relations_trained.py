@@ -13,7 +13,8 @@ from localkg.errors import CheckpointError, SettingsError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context, get_reasoner
 from localkg.reasoners.common import candidate_moves, node_of
-from localkg.reasoners.relation_ranking import RelationRanking, trained_checkpoint
+from localkg.reasoners.relation_ranking import RelationRanking
+from localkg.retrieval.checkpoint import default_checkpoint
 from localkg.store import KG
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -29,8 +30,8 @@ def store_with_scorer(tmp_path_factory, trained_paths):
     checkpoint, _report = trained_paths
     kg = KG.create(tmp_path_factory.mktemp("relations-trained") / "db")
     load_triples(kg, [FIXTURES / "path_movies.tsv"], progress=False)
-    trained_checkpoint(kg.path).parent.mkdir(parents=True)
-    shutil.copy(checkpoint, trained_checkpoint(kg.path))
+    default_checkpoint(kg.path).parent.mkdir(parents=True)
+    shutil.copy(checkpoint, default_checkpoint(kg.path))
     yield kg
     kg.close()
 

@@ -35,19 +35,14 @@ def path_chain(path: Path) -> Chain:
     return tuple((step.triple.relation, OUT if step.forward else IN) for step in path.steps)
 
 
-def trained_checkpoint(db_path: Any):
-    """Where ``localkg train paths`` writes the store's path scorer (and where ``auto`` looks)."""
-    from localkg.retrieval.checkpoint import default_checkpoint
-
-    return default_checkpoint(db_path)
-
-
 class RelationRanking:
     """Scores relation chains for a reasoner (see the module docstring)."""
 
     def __init__(self, context: Any, mode: RelationsMode = "auto", device: str = ""):
+        from localkg.retrieval.checkpoint import default_checkpoint
+
         self.context = context
-        self._path = trained_checkpoint(context.kg.path)
+        self._path = default_checkpoint(context.kg.path)
         self.mode = ("trained" if self._path.is_file() else "embed") if mode == "auto" else mode
         self._device = device or "cpu"
         self._ranker: PathRanker | None = None
