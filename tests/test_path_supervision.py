@@ -139,8 +139,14 @@ def test_the_questions_decide_whether_walks_go_on_from_the_topic(movies):
     all_films = Question("a", "when were the films of Top Hat's director released", [["1935"], ["1937"]],
                          ["Top Hat"])
     walker = PathWalker(movies)
-    assert label_question(walker, ["Top Hat"], others.answers).through_topic_is_better is False
-    assert label_question(walker, ["Top Hat"], all_films.answers).through_topic_is_better is True
-    assert label_question(walker, ["Top Hat"], [["Mark Sandrich"]]).through_topic_is_better is None
-    _labelled, report = supervise(movies, [others, others, all_films], [["Top Hat"]] * 3, SupervisionLimits())
+    years = (("directed_by", OUT), ("directed_by", IN), ("release_year", OUT))
+    through = label_question(walker, ["Top Hat"], others.answers)
+    avoiding = label_question(walker, ["Top Hat"], others.answers, through_topic=False)
+    assert through.best_f1 < 1.0 and avoiding.best_f1 == 1.0 and years in avoiding.best_paths()
+    labelled, report = supervise(movies, [others, others, all_films], [["Top Hat"]] * 3, SupervisionLimits())
     assert (report.walk_differs, report.through_topic_better, report.through_topic) == (3, 1, False)
+    # the store's walk labels every question, the one that favoured the other walk too
+    assert [s.best_f1 for _q, s in labelled][:2] == [1.0, 1.0] and labelled[2][1].best_f1 < 1.0
+    _labelled, same = supervise(movies, [Question("d", "who directed Top Hat", [["Mark Sandrich"]], ["Top Hat"])],
+                                [["Top Hat"]], SupervisionLimits())
+    assert (same.walk_differs, same.through_topic) == (0, True)

@@ -2,9 +2,10 @@
 
 For each topic entity every relation path of up to ``max_hops`` hops is
 executed (``walk``) and labelled by the F1 of its end set against the gold
-answers, the best of with and without the topic among the ends and of walks that
-may or may not go on from the topic after their first hop (datasets differ on both:
-see ``PathWalker.ends`` and ``PathWalker.frontier``). With several topics (conjunctive questions: "a
+answers, the better of with and without the topic among the ends (datasets differ:
+see ``PathWalker.ends``). Whether walks may go on from the topic after their first
+hop differs too (``PathWalker.frontier``): a question is labelled with either walk,
+and training keeps the labels of the walk the store's questions favour. With several topics (conjunctive questions: "a
 forward who plays for Mexico") the answers are what the topics' paths reach
 together, so a path is labelled by the best F1 of an intersection it takes
 part in. The best paths are the positives; ties go to the fewest hops, the
@@ -53,15 +54,12 @@ class Supervision:
 
     ``topic_is_answer`` is None unless the best path reaches the topic among other nodes; then
     it says whether the topic is a gold answer (what decides whether a store's reasoner keeps
-    the topic among the answers). ``through_topic_is_better`` is None unless the best path's
-    F1 depends on whether walks may go on from the topic after their first hop; then it says
-    whether they should (``PathWalker.frontier``).
+    the topic among the answers).
     """
 
     topics: list[TopicPaths]
     best_f1: float
     topic_is_answer: bool | None = None
-    through_topic_is_better: bool | None = None
 
     def best_paths(self) -> list[RelationPath]:
         """The first positive of each topic (fewest hops, then fewest backward hops)."""
@@ -93,39 +91,30 @@ def answer_f1(ends: Iterable[Node], gold: Sequence[frozenset[str]]) -> float:
 
 
 def label_question(walker: PathWalker, topics: Sequence[str], answers: Sequence[Sequence[str]],
-                   limits: SupervisionLimits = SupervisionLimits()) -> Supervision | None:
-    """The labelled paths of one question, or None when no path of any topic reaches an answer."""
+                   limits: SupervisionLimits = SupervisionLimits(), through_topic: bool = True) -> Supervision | None:
+    """The labelled paths of one question, walked with or without going on from the topic after
+    the first hop (``through_topic``), or None when no path of any topic reaches an answer."""
     gold = gold_keys(answers)
     candidates = [(topic, walker.enumerate(topic, limits.max_hops, limits.max_paths)) for topic in topics]
     candidates = [(topic, paths) for topic, paths in candidates if paths]
     if not candidates:
         return None
     if len(candidates) > 1:
-        return _supervision(candidates, _conjunctive_labels(walker, candidates, gold, limits))
+        return _supervision(candidates, _conjunctive_labels(walker, candidates, gold, limits, through_topic))
     topic, paths = candidates[0]
-    labels = [max(_path_f1(walker, topic, path, gold, True), _path_f1(walker, topic, path, gold, False))
+    labels = [max(answer_f1(walker.ends(topic, path, keep, through_topic).values(), gold) for keep in (False, True))
               for path in paths]
     supervision = _supervision(candidates, [labels])
     if supervision is not None:
-        best = supervision.best_paths()[0]
-        reached = walker.frontier(topic, best).nodes
+        reached = walker.frontier(topic, supervision.best_paths()[0], through_topic).nodes
         if topic in reached and len(reached) > 1:
             supervision.topic_is_answer = answer_f1([reached[topic]], gold) > 0
-        through, avoiding = _path_f1(walker, topic, best, gold, True), _path_f1(walker, topic, best, gold, False)
-        if abs(through - avoiding) > TIE:
-            supervision.through_topic_is_better = through > avoiding
     return supervision
 
 
-def _path_f1(walker: PathWalker, topic: str, path: RelationPath, gold: Sequence[frozenset[str]],
-             through_topic: bool) -> float:
-    """The F1 of ``path``'s end set, the better of with and without the topic among them."""
-    return max(answer_f1(walker.ends(topic, path, keep_topic=keep, through_topic=through_topic).values(), gold)
-               for keep in (False, True))
-
-
 def _conjunctive_labels(walker: PathWalker, candidates: list[tuple[str, list[RelationPath]]],
-                        gold: Sequence[frozenset[str]], limits: SupervisionLimits) -> list[list[float]]:
+                        gold: Sequence[frozenset[str]], limits: SupervisionLimits,
+                        through_topic: bool) -> list[list[float]]:
     """Per topic and path, the best F1 of the intersection of one path per topic it is part of.
 
     Only paths that reach some answer can be in a useful intersection; of those the
@@ -133,14 +122,15 @@ def _conjunctive_labels(walker: PathWalker, candidates: list[tuple[str, list[Rel
     """
     useful = []
     for topic, paths in candidates:
-        own = [(answer_f1(walker.ends(topic, path).values(), gold), index) for index, path in enumerate(paths)]
+        own = [(answer_f1(walker.ends(topic, path, through_topic=through_topic).values(), gold), index)
+               for index, path in enumerate(paths)]
         useful.append([index for f1, index in sorted(own, key=lambda item: -item[0]) if f1 > 0]
                       [:limits.paths_per_topic_in_pairs])
     labels = [[0.0] * len(paths) for _topic, paths in candidates]
     for combination in itertools.product(*useful):
         shared: dict[str, Node] | None = None
         for (topic, paths), index in zip(candidates, combination):
-            ends = walker.ends(topic, paths[index])
+            ends = walker.ends(topic, paths[index], through_topic=through_topic)
             shared = ends if shared is None else {k: v for k, v in shared.items() if k in ends}
         f1 = answer_f1((shared or {}).values(), gold)
         for position, index in enumerate(combination):
