@@ -103,6 +103,22 @@ def test_fog_scores_triples_as_the_chains_that_reach_them(store_with_scorer, sco
     assert any("trained path scorer" in note for note in result.notes)
 
 
+def test_fog_keeps_its_own_trained_scorer_where_it_has_one(store_with_scorer, scorer, tmp_path):
+    from localkg.fog.checkpoint import checkpoint_location
+
+    fog = get_reasoner("fog")
+    assert fog(context(store_with_scorer, scorer)).relations.mode == "trained"
+    assert fog(context(store_with_scorer, scorer), checkpoint=str(tmp_path / "fog.pt")).relations.mode == "embed"
+    own = checkpoint_location("", store_with_scorer.path)
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.touch()  # only where it lies is read here; loading waits for the first question
+    try:
+        assert fog(context(store_with_scorer, scorer)).relations.mode == "embed"
+        assert fog(context(store_with_scorer, scorer), relations="trained").relations.mode == "trained"
+    finally:
+        own.unlink()
+
+
 def test_eval_with_relations_trained_on_a_store_without_a_scorer_is_one_line(tmp_path):
     from click.testing import CliRunner
 

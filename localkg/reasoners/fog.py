@@ -10,8 +10,8 @@
    the memory, shown but unselected ones are masked; at most ``rounds`` rounds.
 
 With ``relations=trained`` (``auto``: when the store has the path scorer of ``localkg train
-paths`` and no fog ``checkpoint`` is named) the triples score instead as the relation chains
-that reach them (:class:`ChainTripleScorer`).
+paths`` and no fog checkpoint of its own) the triples score instead as the relation chains that
+reach them (:class:`ChainTripleScorer`): fog's own trained scorer leads where there is one.
 
 By default the answer is read off the graph (``answer_from="graph"``: the paths from the sources
 through the kept triples, scored by :func:`answer_scores`); ``answer_from="model"`` is the
@@ -137,8 +137,9 @@ class FoGReasoner(Reasoner):
         super().__init__(context, **overrides)
         self._trained: TrainedTripleScorer | None = None
         self._checked_checkpoint = False
-        named = self.settings.checkpoint and self.settings.relations == "auto"  # a named fog checkpoint leads
-        self.relations = RelationRanking(context, "embed" if named else self.settings.relations, self.settings.device)
+        path = self.checkpoint_path()
+        own = self.settings.relations == "auto" and bool(self.settings.checkpoint or (path and path.is_file()))
+        self.relations = RelationRanking(context, "embed" if own else self.settings.relations, self.settings.device)
 
     # ------------------------------------------------------------------ scorer
     def checkpoint_path(self) -> FsPath | None:
