@@ -16,7 +16,7 @@ a store's training questions decide.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from localkg.store.kg import KG
 from localkg.store.model import IN, OUT, Node, Path, Step, Triple
@@ -97,12 +97,7 @@ class PathWalker:
             if topic not in before.nodes and before is self.frontier(topic, prefix):
                 return self.frontier(topic, path)
             sources = [node for node in before.nodes if node != topic]
-            facts = self._read_facts(sources)
-            grouped: dict[Hop, list[tuple[str, Node]]] = {}
-            for source in sources:
-                for hop, node in facts.get(source, ()):
-                    grouped.setdefault(hop, []).append((source, node))
-            for hop, reached in grouped.items():
+            for hop, reached in _by_hop(sources, self._read_facts(sources)).items():
                 self._avoiding[(topic, prefix + (hop,))] = self._frontier_of(reached, before.truncated)
             self._avoiding.setdefault(key, Frontier({}, {}))
         return self._avoiding[key]
@@ -141,10 +136,7 @@ class PathWalker:
         facts = self._read_facts(sources)
         for prefix in todo:
             before = self.frontier(topic, prefix)
-            grouped: dict[Hop, list[tuple[str, Node]]] = {}
-            for source in before.nodes:
-                for hop, node in facts.get(source, ()):
-                    grouped.setdefault(hop, []).append((source, node))
+            grouped = _by_hop(before.nodes, facts)
             for hop, reached in grouped.items():
                 self._frontiers[(topic, prefix + (hop,))] = self._frontier_of(reached, before.truncated)
             self._extensions[(topic, prefix)] = sorted(grouped, key=lambda hop: -len(grouped[hop]))
@@ -217,3 +209,12 @@ class PathWalker:
             steps.append(Step(triple, forward=direction == OUT))
             here = parent_id
         return Path(tuple(reversed(steps)))
+
+
+def _by_hop(sources: Iterable[str], facts: dict[str, list[tuple[Hop, Node]]]) -> dict[Hop, list[tuple[str, Node]]]:
+    """The sources' facts grouped by hop, as (source, node reached): one next frontier per hop."""
+    grouped: dict[Hop, list[tuple[str, Node]]] = {}
+    for source in sources:
+        for hop, node in facts.get(source, ()):
+            grouped.setdefault(hop, []).append((source, node))
+    return grouped
