@@ -137,8 +137,8 @@ class FoGReasoner(Reasoner):
         super().__init__(context, **overrides)
         self._trained: TrainedTripleScorer | None = None
         self._checked_checkpoint = False
-        path = self.checkpoint_path()
-        own = self.settings.relations == "auto" and bool(self.settings.checkpoint or (path and path.is_file()))
+        self._own_checkpoint = self._fog_checkpoint()
+        own = self.settings.relations == "auto" and self._own_checkpoint is not None
         self.relations = RelationRanking(context, "embed" if own else self.settings.relations, self.settings.device)
 
     # ------------------------------------------------------------------ scorer
@@ -146,6 +146,12 @@ class FoGReasoner(Reasoner):
         from localkg.fog.checkpoint import checkpoint_location
 
         return checkpoint_location(self.settings.checkpoint, None if self.kg is None else self.kg.path)
+
+    def _fog_checkpoint(self) -> FsPath | None:
+        """fog's own trained scorer: a named checkpoint (it must load), else one at the default
+        location; None when there is neither."""
+        path = self.checkpoint_path()
+        return path if path is not None and (path.is_file() or self.settings.checkpoint) else None
 
     def triple_scorer(self, question: str, topics: Sequence[str], chains: dict[str, Chain]) -> TripleScorer:
         """With ``relations=trained`` the path scorer over the chains the expansion records
@@ -159,9 +165,8 @@ class FoGReasoner(Reasoner):
             return ChainTripleScorer(self.relations, without_mentions(question, names), chains)
         if not self._checked_checkpoint:
             self._checked_checkpoint = True
-            path = self.checkpoint_path()
-            if path is not None and (path.is_file() or self.settings.checkpoint):
-                self._trained = TrainedTripleScorer.from_checkpoint(path, self.context.scorer.embedder,
+            if self._own_checkpoint is not None:
+                self._trained = TrainedTripleScorer.from_checkpoint(self._own_checkpoint, self.context.scorer.embedder,
                                                                    self.settings.device)
         if self._trained is not None:
             return self._trained
