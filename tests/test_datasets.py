@@ -173,3 +173,31 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
         read_questions(tmp_path / "missing.txt")
     with pytest.raises(DatasetError, match="unknown questions format"):
         read_questions(broken, format="csv")
+
+
+@pytest.mark.parametrize("record, field", [
+    ({"question": 12345, "answers": ["a"]}, "question"),
+    ({"question": "who?", "answers": ["a"], "topic_entities": [None]}, "topic_entities"),
+    ({"question": "who?", "answers": ["a"], "topic_entities": ["Top Hat", 7]}, "topic_entities"),
+    ({"question": "who?", "answers": [["a", 1935]]}, "answers"),
+    ({"question": "who?", "answers": {"a": 1}}, "answers"),
+    ({"question": "who?", "answers": ["a"], "hop": "2"}, "hop"),
+    ({"question": "who?", "answers": ["a"], "id": ["q1"]}, "id"),
+])
+def test_a_jsonl_record_with_a_field_of_the_wrong_type_is_an_error_at_its_line(
+        tmp_path: Path, record: dict, field: str) -> None:
+    """A wrong type is refused where it is, never coerced ("question": 12345 read as the text
+    "12345") or dropped (a null topic entity left out without a word)."""
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"question": "who directed Top Hat?", "answers": ["Mark Sandrich"]}) + "\n"
+                    + json.dumps(record) + "\n")
+    with pytest.raises(DatasetError, match=rf"mine.jsonl:2: \"{field}\" must be "):
+        read_questions(path, format="jsonl")
+
+
+def test_a_rog_record_with_a_field_of_the_wrong_type_is_an_error_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "rog.jsonl"
+    path.write_text(json.dumps({"id": "r1", "question": "who directed top hat", "answer": ["Mark Sandrich"],
+                                "q_entity": [None], "graph": [["Top Hat", "directed_by", "Mark Sandrich"]]}) + "\n")
+    with pytest.raises(DatasetError, match=r"rog.jsonl:1: \"q_entity\" must be "):
+        read_questions(path, format="rog")

@@ -349,7 +349,50 @@ def _mintaka_value(value: Any) -> str:
 
 
 # ---------------------------------------------------------------- JSONL (RoG and plain)
-def _jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+@dataclass(frozen=True)
+class _FieldType:
+    """What a JSONL field may hold: ``accepts`` checks a value, ``what`` names it for the error."""
+
+    what: str
+    accepts: Callable[[Any], bool]
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_texts(value: Any) -> bool:
+    return _is_text(value) or (isinstance(value, list) and all(_is_text(item) for item in value))
+
+
+_TEXT = _FieldType("a non-empty string", _is_text)
+_STRING = _FieldType("a string", lambda value: isinstance(value, str))
+_TEXTS = _FieldType("a non-empty string or a list of them", _is_texts)
+_ID = _FieldType("a string or an integer", lambda value: isinstance(value, str) or _is_integer(value))
+_INTEGER = _FieldType("an integer", _is_integer)
+_ANSWERS = _FieldType("a string, or a list of answers each a string or a list of alias strings",
+                      lambda value: isinstance(value, str) or (isinstance(value, list) and all(
+                          isinstance(item, str) or (isinstance(item, list) and all(isinstance(a, str) for a in item))
+                          for item in value)))
+_TRIPLES = _FieldType("a list of [head, relation, tail] triples of strings",
+                      lambda value: isinstance(value, list) and all(
+                          isinstance(triple, list) and len(triple) == 3 and all(isinstance(x, str) for x in triple)
+                          for triple in value))
+# Each reader's fields (absent or null: not given; "question" is required).
+_JSONL_FIELDS = {"question": _TEXT, "answers": _ANSWERS, "topic_entities": _TEXTS, "id": _ID, "hop": _INTEGER,
+                 "qtype": _STRING}
+_ROG_FIELDS = {"question": _TEXT, "answer": _TEXTS, "a_entity": _TEXTS, "q_entity": _TEXTS, "id": _ID,
+               "hop": _INTEGER, "qtype": _STRING, "graph": _TRIPLES}
+
+
+def _jsonl_records(path: Path, fields: dict[str, _FieldType]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The file's JSON objects with their line numbers, each field of ``fields`` checked for its
+    type: a wrong one is an error at its line, never coerced (``12345`` is no question text) or
+    dropped (a ``null`` among the topic entities)."""
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -360,37 +403,45 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise DatasetError(f"{path}:{number}: not a JSON object: {error.msg}") from None
             if not isinstance(record, dict) or "question" not in record:
                 raise DatasetError(f"{path}:{number}: expected a JSON object with a \"question\"")
+            for name, field_type in fields.items():
+                value = record.get(name)
+                if (value is not None or name == "question") and not field_type.accepts(value):
+                    raise DatasetError(f"{path}:{number}: \"{name}\" must be {field_type.what}, "
+                                       f"not {_shown(value)}")
             yield number, record
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as an error message quotes it, cut short."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_rog(path: Path) -> Iterator[Question]:
     """RoG per-question subgraphs (WebQSP/CWQ): ``graph`` is a list of [head, relation, tail]
     name triples that the harness loads into a scratch store for this question alone; the
     topics are the ``q_entity`` names, the gold answers ``answer`` (``a_entity`` when absent)."""
-    for number, record in _jsonl_records(path):
+    for number, record in _jsonl_records(path, _ROG_FIELDS):
         graph = record.get("graph")
-        if not isinstance(graph, list) or not all(isinstance(t, (list, tuple)) and len(t) == 3 for t in graph):
-            raise DatasetError(f"{path}:{number}: \"graph\" must be a list of [head, relation, tail] triples")
+        if graph is None:
+            raise DatasetError(f"{path}:{number}: \"graph\" must be {_TRIPLES.what}")
         answers = record.get("answer") or record.get("a_entity") or []
         topics = record.get("q_entity") or []
-        yield Question(id=str(record.get("id", f"{path.stem}:{number}")), text=str(record["question"]).strip(),
-                       answers=_singletons(str(a) for a in _as_list(answers)),
-                       topic_entities=[str(t) for t in _as_list(topics)] or None,
-                       hop=record.get("hop"), qtype=record.get("qtype"),
-                       meta={"graph": [[str(x) for x in triple] for triple in graph]})
+        yield Question(id=str(record.get("id", f"{path.stem}:{number}")), text=record["question"].strip(),
+                       answers=_singletons(_as_list(answers)), topic_entities=_as_list(topics) or None,
+                       hop=record.get("hop"), qtype=record.get("qtype"), meta={"graph": graph})
 
 
 def read_jsonl(path: Path) -> Iterator[Question]:
     """Plain JSONL: ``answers`` lists gold answers, each a string or a list of aliases."""
-    for number, record in _jsonl_records(path):
+    for number, record in _jsonl_records(path, _JSONL_FIELDS):
         golds = []
         for answer in _as_list(record.get("answers")):
-            aliases = [str(a) for a in _as_list(answer) if str(a).strip()]
+            aliases = [alias for alias in _as_list(answer) if alias.strip()]
             if aliases:
                 golds.append(aliases)
-        topics = record.get("topic_entities")
-        yield Question(id=str(record.get("id", f"{path.stem}:{number}")), text=str(record["question"]).strip(),
-                       answers=golds, topic_entities=[str(t) for t in _as_list(topics)] or None,
+        yield Question(id=str(record.get("id", f"{path.stem}:{number}")), text=record["question"].strip(),
+                       answers=golds, topic_entities=_as_list(record.get("topic_entities")) or None,
                        hop=record.get("hop"), qtype=record.get("qtype"))
 
 
