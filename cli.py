@@ -133,6 +133,21 @@ def check(db: Path, repair: bool, full: bool, sample: int, buffer_pool_mb: int) 
     click.echo(f"ok: {db} is sound")
 
 
+@main.command()
+@db_option()
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+              help="The backup's directory (must not exist yet); use it as a --db to restore.")
+@friendly_errors
+def backup(db: Path, out: Path) -> None:
+    """Copy a store consistently, while readers may have it open (writers wait). The copy is a
+    store of its own: restore by using it as --db, or by moving it in place of the damaged one."""
+    from localkg.store.backup import backup_store
+
+    report = backup_store(db, out)
+    click.echo(f"backed up {report.source} to {report.target}: {report.files:,} files, "
+               f"{report.bytes / 1e6:,.1f} MB")
+
+
 # ---------------------------------------------------------------- loading
 @main.group()
 def load() -> None:
@@ -177,6 +192,7 @@ def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Pat
     from localkg.store import KG
 
     with KG.open(db, create=True) as kg:
+        kg.record_source("triples", paths, *(["--names", str(names.resolve())] if names else []))
         report = load_triples(kg, paths, format=fmt, names=names, max_rejects=max_rejects)
     print_load_report(report, as_json)
 
@@ -597,6 +613,8 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     if plan is None:
         return
     with _open_for_loading(db, plan.buffer_pool_bytes) as kg:
+        kg.record_source("freebase", paths, "--lang", lang,
+                        *(["--filter", str(filter_path.resolve())] if filter_path else []))
         report = load_freebase(kg, paths, langs=lang.split(","), filter_path=filter_path, resume=resume,
                                workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)
@@ -626,6 +644,8 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     if plan is None:
         return
     with _open_for_loading(db, plan.buffer_pool_bytes) as kg:
+        kg.record_source("wikidata", paths, "--lang", lang, "--ranks", ranks, "--format", fmt,
+                        *(["--qualifiers"] if qualifiers else []))
         report = load_wikidata(kg, paths, langs=lang.split(","), ranks=ranks, qualifiers=qualifiers, format=fmt,
                                resume=resume, workers=workers, max_rejects=max_rejects, progress=not quiet,
                                chunk_bytes=chunk_mb << 20, batch_bytes=batch_mb << 20)

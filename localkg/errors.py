@@ -30,6 +30,10 @@ class DatabaseDamagedError(LocalKGError):
     """A store's files cannot be read: a truncated ``graph.kuzu``, a damaged ``manifest.json``."""
 
 
+class BackupError(LocalKGError):
+    """A backup cannot be made where asked (the target exists), or its copy differs from the store."""
+
+
 class LoadError(LocalKGError):
     """A file could not be loaded (unreadable, truncated, wrong format)."""
 

@@ -94,4 +94,4 @@ def test_a_truncated_graph_is_one_line(small: Path) -> None:
     for command in (["check"], ["stats"]):
         result = CliRunner().invoke(main, [*command, "--db", str(small)])
         assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
-        assert "graph.kuzu cannot be opened" in result.output and "damaged" in result.output
+        assert "graph.kuzu is damaged" in result.output and "localkg backup" in result.output

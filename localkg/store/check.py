@@ -20,7 +20,8 @@ import kuzu
 
 from localkg.errors import DatabaseDamagedError
 from localkg.store import schema
-from localkg.store.kg import KG, read_manifest
+from localkg.store import seal
+from localkg.store.kg import KG, open_database, read_manifest
 from localkg.store.keyset import KeySet
 from localkg.store.writer import KEYSETS, database_counts, expected_counts, flush_record, path_literal, staged_batches
 
@@ -44,9 +45,10 @@ def check_store(path: str | Path, sample: int = DEFAULT_SAMPLE, full: bool = Fal
 
     Without ``full``, ``sample`` ids per keyed table are looked up by primary key, one query each
     (spread evenly over the table, its last rows included; 0: every id), and the store is only
-    read. With ``full``, every id is looked up the way a ``COPY`` of facts does, in one statement
-    per table into a scratch relationship table that is dropped again: the store is opened for
-    writing, but changes nothing that stays.
+    read. With ``full``, ``graph.kuzu`` is compared with its seal byte for byte (CRC-32), and every
+    id is looked up the way a ``COPY`` of facts does, in one statement per table into a scratch
+    relationship table that is dropped again: the store is opened for writing, but changes nothing
+    that stays. A damaged ``graph.kuzu`` is one problem naming the way back (``seal.way_back``).
     """
     path = Path(path)
     try:
@@ -55,6 +57,10 @@ def check_store(path: str | Path, sample: int = DEFAULT_SAMPLE, full: bool = Fal
         problems = [str(error)]
     else:
         problems = []
+    if full and (path / schema.GRAPH_FILE).exists():  # the whole file against its seal, before Kùzu reads it
+        damaged = seal.damage(path, read_only=False, content=True)
+        if damaged is not None:
+            return problems + [damaged]
     try:
         kg = KG(path, kuzu_database(path, read_only=not full), read_only=not full, buffer_pool_bytes=256 << 20)
     except DatabaseDamagedError as error:
@@ -72,11 +78,9 @@ def check_store(path: str | Path, sample: int = DEFAULT_SAMPLE, full: bool = Fal
 
 def kuzu_database(path: Path, read_only: bool, buffer_pool_bytes: int = 256 << 20) -> kuzu.Database:
     """Kùzu's database of the store at ``path`` (a clear error when it is missing or damaged)."""
-    from localkg.store.kg import _open_database
-
     if not (path / schema.GRAPH_FILE).exists():
         raise DatabaseDamagedError(f"no {schema.GRAPH_FILE} in {path}: not a localkg store")
-    return _open_database(path, read_only, buffer_pool_bytes)
+    return open_database(path, read_only, buffer_pool_bytes)
 
 
 def unindexed_keys_in_sample(kg: KG, table: str, sample: int) -> tuple[list[str], int]:
@@ -218,7 +222,9 @@ def rebuild_graph(path: Path, buffer_pool_bytes: int = 1 << 30) -> None:
             connection.execute(f"COPY {table} FROM {path_literal(file)}")
     connection.close()
     new.close()
+    seal.unseal(path)
     target.replace(path / schema.GRAPH_FILE)
+    seal.seal(path)
     shutil.rmtree(work)
 
 

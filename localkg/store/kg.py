@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -38,7 +39,7 @@ from localkg.errors import (
     ReadOnlyQueryError,
     UnknownEntityError,
 )
-from localkg.store import schema
+from localkg.store import schema, seal
 from localkg.store.model import (
     BOTH,
     CVT,
@@ -76,6 +77,18 @@ class Subgraph:
 
     triples: tuple[Triple, ...]
     distance: dict[str, int]
+
+
+def open_database(path: FsPath, read_only: bool, buffer_pool_bytes: int) -> kuzu.Database:
+    """Kùzu's database of the store at ``path``, once its file is known to be safe to open.
+
+    Raises :class:`DatabaseDamagedError` for a damaged ``graph.kuzu`` (``seal.verify``); a
+    read-write open drops the seal, which the close writes again.
+    """
+    seal.verify(path, read_only)
+    if not read_only:
+        seal.unseal(path)
+    return _open_database(path, read_only, buffer_pool_bytes)
 
 
 def _open_database(path: FsPath, read_only: bool, buffer_pool_bytes: int) -> kuzu.Database:
@@ -148,7 +161,7 @@ class KG:
             if create:
                 return cls.create(path, buffer_pool_bytes)
             raise DatabaseNotFoundError(f"no localkg database at {path} (create one with `localkg load`)")
-        kg = cls(path, _open_database(path, read_only, buffer_pool_bytes), read_only=read_only,
+        kg = cls(path, open_database(path, read_only, buffer_pool_bytes), read_only=read_only,
                  buffer_pool_bytes=buffer_pool_bytes)
         kg._migrate()
         return kg
@@ -168,9 +181,11 @@ class KG:
         self.update_manifest(format=schema.FORMAT_VERSION, hub_degree=self.manifest.get("hub_degree", schema.HUB_DEGREE))
 
     def close(self) -> None:
-        """Release the database so another process can open it."""
+        """Release the database so another process can open it (a writer seals the file it leaves)."""
         self._connection.close()
         self._database.close()
+        if not self.read_only:
+            seal.seal(self.path)
 
     def reopen(self) -> None:
         """Close and open the database again, with the same mode and buffer pool.
@@ -206,6 +221,14 @@ class KG:
         manifest = self.manifest
         manifest.update(changes)
         self._write_manifest(manifest)
+
+    def record_source(self, command: str, files: Sequence[str | FsPath], *options: str) -> None:
+        """Note the load command that read ``files`` (with its ``options``) in the manifest, so
+        that a damaged store can name its way back."""
+        line = shlex.join(["localkg", "load", command, *(str(FsPath(f).resolve()) for f in files), *options])
+        sources = list(self.manifest.get("sources", []))
+        if line not in sources:
+            self.update_manifest(sources=sources + [line])
 
     @property
     def generation(self) -> int:

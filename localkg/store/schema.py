@@ -4,7 +4,8 @@ A localkg database is a directory::
 
     DB/
       graph.kuzu        the Kùzu database (nodes, facts, relation catalogue)
-      manifest.json     format version and load generation (indexes compare it)
+      manifest.json     format version, load generation (indexes compare it), the loads' sources
+      seal.json         size, time and CRC-32 of graph.kuzu as the last clean close left it (seal.py)
       keys/             hash sets used to deduplicate appends (keyset.py)
       staged/           written batches waiting for the next flush into Kùzu (writer.py)
       pending/          updates of stored nodes waiting for the end of the load (writer.py)
@@ -21,6 +22,7 @@ FORMAT_VERSION = 3
 HUB_DEGREE = 10_000
 GRAPH_FILE = "graph.kuzu"
 MANIFEST_FILE = "manifest.json"
+SEAL_FILE = "seal.json"
 KEYS_DIR = "keys"
 REJECTS_FILE = "rejects.tsv"
 INDEXES_DIR = "indexes"
