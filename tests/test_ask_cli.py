@@ -83,6 +83,8 @@ def test_set_overrides_a_setting_and_unknown_settings_are_refused(db):
     ("width=three", "Error: tog setting width: expected a whole number, got 'three'"),
     ("prune=magic", "Error: tog setting prune: expected one of embed, llm, hybrid, got 'magic'"),
     ("skip_reverse=ture", "Error: tog setting skip_reverse: expected true or false, got 'ture'"),
+    ("depth=-3", "Error: tog setting depth: expected a whole number at least 1, got -3"),
+    ("width=0", "Error: tog setting width: expected a whole number at least 1, got 0"),
 ])
 def test_a_bad_setting_value_is_one_line_and_a_nonzero_exit(db, setting, message):
     refused = CliRunner().invoke(main, ["ask", "q", "--db", str(db), "--topic", "Top Hat", "--reasoner", "tog",

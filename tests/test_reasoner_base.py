@@ -3,11 +3,14 @@ promise that no reasoner raises for an unknown entity, an empty graph or a model
 useful (the result then says why it has no answer)."""
 from __future__ import annotations
 
+import typing
+
 import pytest
 
 from localkg.errors import SettingsError, UnknownReasonerError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import REASONERS, Context, Result, get_reasoner
+from localkg.reasoners.settings import declared_ranges, parse_settings
 from localkg.store import KG
 
 EXPECTED = {"io", "cot", "embed-path", "tog", "bpc", "paths", "plan", "ppoga", "fog", "dtkg"}
@@ -58,6 +61,36 @@ def test_settings_from_python_keep_their_values(demo_kg, scorer):
 def test_bad_settings_are_refused_with_a_clear_error(demo_kg, scorer, settings, message):
     with pytest.raises(SettingsError, match=message):
         build("tog", demo_kg, scorer, ScriptedLLM(), **settings)
+
+
+@pytest.mark.parametrize("name", sorted(REASONERS))
+def test_every_numeric_setting_declares_its_range_and_its_default_is_in_it(name):
+    schema = get_reasoner(name).Settings
+    types = typing.get_type_hints(schema)
+    numeric = {key for key, kind in types.items() if kind in (int, float)}
+    assert not numeric - set(declared_ranges(schema)), f"{name}: settings without a range"
+    parse_settings(name, schema, {})  # the defaults are inside their ranges
+
+
+@pytest.mark.parametrize("name, settings, message", [
+    ("embed-path", {"beam": "-5"}, "embed-path setting beam: expected a whole number at least 1, got -5"),
+    ("embed-path", {"beam": 0}, "embed-path setting beam: expected a whole number at least 1, got 0"),
+    ("embed-path", {"max_answers": "0"}, "embed-path setting max_answers: expected a whole number at least 1, got 0"),
+    ("tog", {"depth": "-3"}, "tog setting depth: expected a whole number at least 1, got -3"),
+    ("tog", {"temperature": "0"}, "tog setting temperature: expected a number above 0, got 0.0"),
+    ("tog", {"temperature": "nan"}, "tog setting temperature: expected a number, got 'nan'"),
+    ("dtkg", {"alpha": 1.5}, "dtkg setting alpha: expected a number from 0 to 1, got 1.5"),
+    ("bpc", {"K": "-2"}, "bpc setting K: expected a whole number at least -1, got -2"),
+    ("ppoga", {"min_steps": "7"}, r"ppoga setting min_steps: expected a whole number from 1 to max_steps \(5\), got 7"),
+])
+def test_a_setting_outside_its_range_is_refused_with_what_is_allowed(name, settings, message, demo_kg, scorer):
+    with pytest.raises(SettingsError, match=f"^{message}$"):
+        build(name, demo_kg, scorer, ScriptedLLM(), **settings)
+
+
+def test_a_bound_naming_another_setting_reads_that_settings_value(demo_kg, scorer):
+    reasoner = build("ppoga", demo_kg, scorer, ScriptedLLM(), min_steps=7, max_steps=8)
+    assert (reasoner.settings.min_steps, reasoner.settings.max_steps) == (7, 8)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -21,6 +21,7 @@ from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import split_answers
 from localkg.reasoners.relation_paths import RelationPath, rank_relation_paths
 from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
+from localkg.reasoners.settings import NonNegativeFloat, PositiveInt
 from localkg.store.model import Node
 
 PROMPTS = "baselines"
@@ -30,7 +31,7 @@ PROMPTS = "baselines"
 class IOReasonerSettings:
     """Settings of ``io``."""
 
-    max_tokens: int = 32
+    max_tokens: PositiveInt = 32
 
 
 @register
@@ -52,8 +53,8 @@ class IOReasoner(Reasoner):
 class CoTReasonerSettings:
     """Settings of ``cot``."""
 
-    reasoning_tokens: int = 96
-    max_tokens: int = 32
+    reasoning_tokens: PositiveInt = 96
+    max_tokens: PositiveInt = 32
 
 
 @register
@@ -79,12 +80,12 @@ class CoTReasoner(Reasoner):
 class EmbedPathReasonerSettings:
     """Settings of ``embed-path``."""
 
-    max_depth: int = 3
-    beam: int = 3
-    max_frontier: int = 50
-    relation_sample: int = 5
-    depth_penalty: float = 0.05
-    max_answers: int = 50
+    max_depth: PositiveInt = 3
+    beam: PositiveInt = 3
+    max_frontier: PositiveInt = 50
+    relation_sample: PositiveInt = 5
+    depth_penalty: NonNegativeFloat = 0.05
+    max_answers: PositiveInt = 50
     relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from localkg.reasoners.common import (
     relation_filter,
 )
 from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
+from localkg.reasoners.settings import NonNegativeFloat, PositiveFloat, PositiveInt, Range
 from localkg.store.model import Node, Path
 from localkg.text import without_mentions
 
@@ -79,16 +80,16 @@ def render_history(path: Path, k: int) -> str:
 class BoundedPathContextSettings:
     """Settings of ``bpc``."""
 
-    K: int = 1  # visible hops: 0 none, -1 all (the paper's best small-model setting: 1)
-    width: int = 3  # relations per pick and ends per relation
-    depth: int = 3
-    relation_cap: int = 50  # relations shown per prompt
-    max_total_beams: int = 12
-    answer_paths: int = 8  # paths shown to answer extraction
-    max_tails: int = 100  # ends fetched per relation (the first `width` become beams)
-    answer_weight: float = 0.5  # exponent of the model's probability against the path relevance
-    depth_penalty: float = 0.05  # a relation must beat the current chain's relevance by this to rank above STOP
-    temperature: float = 0.05
+    K: Annotated[int, Range(-1)] = 1  # visible hops: 0 none, -1 all (the paper's best small-model setting: 1)
+    width: PositiveInt = 3  # relations per pick and ends per relation
+    depth: PositiveInt = 3
+    relation_cap: PositiveInt = 50  # relations shown per prompt
+    max_total_beams: PositiveInt = 12
+    answer_paths: PositiveInt = 8  # paths shown to answer extraction
+    max_tails: PositiveInt = 100  # ends fetched per relation (the first `width` become beams)
+    answer_weight: NonNegativeFloat = 0.5  # exponent of the model's probability against the path relevance
+    depth_penalty: NonNegativeFloat = 0.05  # a relation must beat the chain's relevance by this to rank above STOP
+    temperature: PositiveFloat = 0.05
     relation_filter: str = DEFAULT_RELATION_FILTER
     relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 

@@ -28,6 +28,7 @@ from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter, split_answers,
                                      triple_words)
 from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
+from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
 from localkg.store.model import OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation, without_mentions
 
@@ -86,22 +87,22 @@ class DTKGReasonerSettings:
     """Settings of ``dtkg``."""
 
     route: Literal["auto", "chain", "parallel"] = "auto"  # auto | chain | parallel (forced, for ablations)
-    alpha: float = 0.5  # weight of the re-rank score against cosine
-    top_n: int = 50  # N: cosine-stage candidates
-    rerank_k: int = 8  # candidates the LLM re-scores (one call)
-    theta: float = 0.1  # combined-score threshold for a relation
-    necessity_theta: float = 0.3  # denoiser: P(needed) below this drops a relation
-    necessity_k: int = 2  # relations the necessity score checks per step
-    d_max: int = 3
-    w_max: int = 3
-    max_expansions: int = 6  # DFS steps at most (backtracking included)
-    end_nodes: int = 20  # end nodes of a path whose relations are read
-    top_paths: int = 3
-    max_facts: int = 2
-    max_answers: int = 5
+    alpha: UnitFloat = 0.5  # weight of the re-rank score against cosine
+    top_n: PositiveInt = 50  # N: cosine-stage candidates
+    rerank_k: PositiveInt = 8  # candidates the LLM re-scores (one call)
+    theta: UnitFloat = 0.1  # combined-score threshold for a relation
+    necessity_theta: UnitFloat = 0.3  # denoiser: P(needed) below this drops a relation
+    necessity_k: NonNegativeInt = 2  # relations the necessity score checks per step
+    d_max: PositiveInt = 3
+    w_max: PositiveInt = 3
+    max_expansions: PositiveInt = 6  # DFS steps at most (backtracking included)
+    end_nodes: PositiveInt = 20  # end nodes of a path whose relations are read
+    top_paths: PositiveInt = 3
+    max_facts: PositiveInt = 2
+    max_answers: PositiveInt = 5
     answer_from: AnswerSource = "graph"  # "graph": answers in score order; "model": the LLM picks the first (the paper)
     early_stop: bool = True
-    sufficient_p: float = 0.7  # P(yes) that stops the search (see docs/reasoners.md: measured)
+    sufficient_p: UnitFloat = 0.7  # P(yes) that stops the search (see docs/reasoners.md: measured)
     relation_filter: str = DEFAULT_RELATION_FILTER
     relations: RelationsMode = "auto"  # chain branch's first stage: auto | embed (cosine) | trained
 

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from localkg import prompts
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, model_choice, relation_filter, triple_words
 from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode, path_chain
+from localkg.reasoners.settings import PositiveInt
 from localkg.store.kg import KG
 from localkg.store.model import IN, LITERAL, OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation
@@ -29,12 +30,12 @@ _NUMBER = re.compile(r"^[\d\s.,:/+-]+$")
 class ExplorationSettings:
     """The settings :class:`GraphExplorer` reads; ``plan``'s and ``ppoga``'s settings extend them."""
 
-    relation_options: int = 5     # top relations by embedding the model chooses among
-    max_relations: int = 3        # the model picks "as few as possible", at most this many
-    entity_prefilter: int = 70    # embedding pre-filter before the model prunes entities (code: 70)
-    entity_options: int = 5       # top entities by embedding the model chooses among
-    entity_keep: int = 3          # entities kept per depth (the next frontier)
-    neighbor_limit: int = 200     # facts read per (entity, relation)
+    relation_options: PositiveInt = 5     # top relations by embedding the model chooses among
+    max_relations: PositiveInt = 3        # the model picks "as few as possible", at most this many
+    entity_prefilter: PositiveInt = 70    # embedding pre-filter before the model prunes entities (code: 70)
+    entity_options: PositiveInt = 5       # top entities by embedding the model chooses among
+    entity_keep: PositiveInt = 3          # entities kept per depth (the next frontier)
+    neighbor_limit: PositiveInt = 200     # facts read per (entity, relation)
     relation_filter: str = DEFAULT_RELATION_FILTER  # relations never followed (ToG's abandon_rels)
     relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 

@@ -35,6 +35,7 @@ from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter
 from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
 from localkg.store.model import IN, OUT, Node, Path, Step, Triple
+from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
 from localkg.text import without_mentions
 
 PROMPTS = "fog"
@@ -71,18 +72,18 @@ class FoGReasonerSettings:
     """Settings of ``fog``."""
 
     checkpoint: str = ""  # "" → <db>/fog/scorer.pt when it exists, else similarity scores
-    hops: int = 3  # L
-    tau_e: float = 0.1
-    tau_p: float = 0.7
-    min_potential: int = 10  # while the memory is empty, show at least this many best triples
-    rounds: int = 1  # R (see the module docstring)
+    hops: PositiveInt = 3  # L
+    tau_e: UnitFloat = 0.1
+    tau_p: UnitFloat = 0.7
+    min_potential: NonNegativeInt = 10  # while the memory is empty, show at least this many best triples
+    rounds: PositiveInt = 1  # R (see the module docstring)
     decompose: bool = True
-    triples_per_node: int = 100
-    frontier: int = 30
-    layer_triples: int = 200
-    llm_triples: int = 30
-    max_selected: int = 5
-    max_answers: int = 5
+    triples_per_node: PositiveInt = 100
+    frontier: PositiveInt = 30
+    layer_triples: PositiveInt = 200
+    llm_triples: PositiveInt = 30
+    max_selected: PositiveInt = 5
+    max_answers: PositiveInt = 5
     answer_from: AnswerSource = "graph"  # "graph": ends of the best-scoring paths; "model": the paper's predicted answer
     device: str = ""
     relation_filter: str = DEFAULT_RELATION_FILTER

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import ask_choice
+from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
 from localkg.retrieval.walk import path_text
 
 if TYPE_CHECKING:  # the ranker's features use the reasoners' relation words: imported when first used
@@ -30,12 +31,12 @@ class LearnedPathsReasonerSettings:
     """Settings of ``learned-paths``."""
 
     checkpoint: str = ""
-    beam: int = 10
-    k: int = 5
-    margin: float = 0.2
-    llm_options: int = 3
-    max_answers: int = 100
-    shown_answers: int = 3
+    beam: PositiveInt = 10
+    k: PositiveInt = 5
+    margin: UnitFloat = 0.2
+    llm_options: NonNegativeInt = 3  # routes the model chooses among on a close call (0 or 1: never asked)
+    max_answers: PositiveInt = 100
+    shown_answers: PositiveInt = 3
 
 
 @register

@@ -27,6 +27,7 @@ from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, ask_yes_no, bulle
 from localkg.reasoners.distance import AnswerDistance, DistanceSettings, describe, likely_depth
 from localkg.reasoners.relation_paths import rank_relation_paths
 from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode, path_chain
+from localkg.reasoners.settings import NonNegativeInt, PositiveInt
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation, without_mentions
 
@@ -85,19 +86,19 @@ class Stage:
 class PathsReasonerSettings(DistanceSettings):
     """Settings of ``paths``."""
 
-    max_depth: int = 3  # D_max (paper: 3)
-    fuzzy_width: int = 80  # W1: paths kept by embedding similarity (paper: 80)
-    branch_width: int = 20  # paths kept by LLM branch reduction (code: 20)
-    width: int = 3  # W_max: paths kept by LLM precise selection (paper: 3)
-    options: int = 5  # candidates shown to the model per choice
-    max_frontier: int = 30  # answer nodes kept per relation pattern
-    max_paths: int = 500  # connecting paths read per entity pair
+    max_depth: PositiveInt = 3  # D_max (paper: 3)
+    fuzzy_width: PositiveInt = 80  # W1: paths kept by embedding similarity (paper: 80)
+    branch_width: PositiveInt = 20  # paths kept by LLM branch reduction (code: 20)
+    width: PositiveInt = 3  # W_max: paths kept by LLM precise selection (paper: 3)
+    options: PositiveInt = 5  # candidates shown to the model per choice
+    max_frontier: PositiveInt = 30  # answer nodes kept per relation pattern
+    max_paths: PositiveInt = 500  # connecting paths read per entity pair
     relation_filter: str = DEFAULT_RELATION_FILTER  # graph reduction: relations never in a path
     supplement: bool = True  # LLM-supplement paths when the topic paths are not enough
-    expand_total: int = 10  # node expansion: edges added in all (three per round)
-    summary_tokens: int = 0  # path summarising before the check (0: off, as the default setting)
-    analysis_tokens: int = 96
-    max_answers: int = 50
+    expand_total: NonNegativeInt = 10  # node expansion: edges added in all (three per round)
+    summary_tokens: NonNegativeInt = 0  # path summarising before the check (0: off, as the default setting)
+    analysis_tokens: PositiveInt = 96
+    max_answers: PositiveInt = 50
     relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
 
 

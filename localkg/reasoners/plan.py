@@ -22,6 +22,7 @@ from localkg.reasoners.common import (ask_yes_no, bulleted, model_choice, model_
                                      triple_words)
 from localkg.reasoners.exploration import Exploration, ExplorationSettings, GraphExplorer, path_match, path_to
 from localkg.reasoners.relation_ranking import RelationRanking
+from localkg.reasoners.settings import NonNegativeInt, PositiveInt
 from localkg.store.model import Node, Step, Triple
 from localkg.text import without_mentions
 
@@ -43,12 +44,12 @@ class _Depth:
 class PlanReasonerSettings(ExplorationSettings):
     """Settings of ``plan``: the exploration's, and these."""
 
-    max_depth: int = 4  # exploration depths (paper: 4)
-    max_reflections: int = 5  # reflections that may add back earlier entities (paper: 5)
-    max_objectives: int = 3  # sub-objectives in the plan
-    memory_facts: int = 3  # facts remembered per sub-objective
-    max_answers: int = 50
-    plan_tokens: int = 96
+    max_depth: PositiveInt = 4  # exploration depths (paper: 4)
+    max_reflections: NonNegativeInt = 5  # reflections that may add back earlier entities (paper: 5)
+    max_objectives: PositiveInt = 3  # sub-objectives in the plan
+    memory_facts: PositiveInt = 3  # facts remembered per sub-objective
+    max_answers: PositiveInt = 50
+    plan_tokens: PositiveInt = 96
 
 
 @register

@@ -16,7 +16,7 @@ matches the question answers. docs/reasoners.md gives the details.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
@@ -24,6 +24,7 @@ from localkg.reasoners.common import bulleted, model_json, node_of, string_list,
 from localkg.reasoners.exploration import (EXPLORATION_PROMPTS, Exploration, ExplorationSettings, GraphExplorer,
                                            path_match, path_to)
 from localkg.reasoners.relation_ranking import RelationRanking
+from localkg.reasoners.settings import NonNegativeInt, PositiveInt, Range
 from localkg.store.model import Node, Step, Triple
 from localkg.text import without_mentions
 
@@ -94,14 +95,14 @@ class KnowledgeMemory:
 class PPoGAReasonerSettings(ExplorationSettings):
     """Settings of ``ppoga``: its executor's (Plan-on-Graph's exploration), and these."""
 
-    min_steps: int = 3  # plan length (paper: 3–5 steps)
-    max_steps: int = 5
-    max_replans: int = 2  # plan corrections (the public code does not cap them)
-    max_iterations: int = 10  # step cycles in all (code: 10)
-    max_path_corrections: int = 2  # retries of one step before the plan is judged wrong
-    max_answers: int = 50
-    plan_tokens: int = 256
-    predict_tokens: int = 64
+    min_steps: Annotated[int, Range(1, "max_steps")] = 3  # plan length (paper: 3–5 steps)
+    max_steps: PositiveInt = 5
+    max_replans: NonNegativeInt = 2  # plan corrections (the public code does not cap them)
+    max_iterations: PositiveInt = 10  # step cycles in all (code: 10)
+    max_path_corrections: NonNegativeInt = 2  # retries of one step before the plan is judged wrong
+    max_answers: PositiveInt = 50
+    plan_tokens: PositiveInt = 256
+    predict_tokens: PositiveInt = 64
 
 
 @register

@@ -37,6 +37,7 @@ from localkg.reasoners.common import (
 )
 from localkg.reasoners.distance import AnswerDistance, DistanceSettings, describe, likely_depth
 from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
+from localkg.reasoners.settings import NonNegativeFloat, PositiveFloat, PositiveInt
 from localkg.store.model import Node, Path
 from localkg.text import without_mentions
 
@@ -76,16 +77,16 @@ class Chain:
 class ThinkOnGraphSettings(DistanceSettings):
     """Settings of ``tog``."""
 
-    width: int = 3  # the paper's beam width (relations per entity and chains kept)
-    depth: int = 3  # the paper's maximum depth
+    width: PositiveInt = 3  # the paper's beam width (relations per entity and chains kept)
+    depth: PositiveInt = 3  # the paper's maximum depth
     prune: Literal["embed", "llm", "hybrid"] = "embed"  # relation pruning: embed | llm (the paper's) | hybrid
-    relation_options: int = 5  # relations shown to the model per entity (prune=llm/hybrid)
-    max_tails: int = 100  # ends fetched per kept relation (the paper samples when there are many)
-    temperature: float = 0.05  # turns embedding relevance into ToG-style scores (softmax)
-    answer_options: int = 6  # chain ends the model chooses among
-    answer_weight: float = 0.5  # exponent of the model's probability against the graph score
+    relation_options: PositiveInt = 5  # relations shown to the model per entity (prune=llm/hybrid)
+    max_tails: PositiveInt = 100  # ends fetched per kept relation (the paper samples when there are many)
+    temperature: PositiveFloat = 0.05  # turns embedding relevance into ToG-style scores (softmax)
+    answer_options: PositiveInt = 6  # chain ends the model chooses among
+    answer_weight: NonNegativeFloat = 0.5  # exponent of the model's probability against the graph score
     relation_filter: str = DEFAULT_RELATION_FILTER
-    depth_penalty: float = 0.05  # relevance lost per extra hop when answers of several depths compete
+    depth_penalty: NonNegativeFloat = 0.05  # relevance lost per extra hop when answers of several depths compete
     stop_without_gain: bool = True  # stop when a depth's best chain matches no better than the last depth's
     skip_reverse: bool = False  # the paper's rule: never offer the reverse of the relation just taken
     relations: RelationsMode = "auto"  # relation ranking: auto | embed | trained (relation_ranking.py)
