@@ -746,3 +746,15 @@ def ask(question: str, db: Path, reasoner: str | None, topics: tuple[str, ...], 
         echo_json(ask_json(result, trace))
     else:
         print_answer(result, trace)
+    warn_of_skipped_calls(result, n_ctx)
+
+
+def warn_of_skipped_calls(result: Any, n_ctx: int) -> None:
+    """One line on stderr when LLM calls were skipped because their prompts do not fit the context
+    (a question longer than it skips them all): the answer then rests on the graph side alone,
+    which the notes say but the plain output would not."""
+    skipped = len(result.skipped_llm_calls)
+    if skipped:
+        calls = f"{skipped} LLM calls" if skipped > 1 else "1 LLM call"
+        click.echo(f"warning: {calls} skipped, their prompts longer than the {n_ctx}-token context: the graph side "
+                   "alone decided those steps; shorten the question or raise --n-ctx", err=True)

@@ -70,6 +70,10 @@ class ModelChecksumError(LocalKGError):
     """An assembled model file does not have the SHA-256 it should have (a damaged or partial file)."""
 
 
+class ModelLoadError(LocalKGError):
+    """llama.cpp could not load a GGUF file (a damaged one, or a model it cannot run) or create its context."""
+
+
 class PromptTooLongError(LocalKGError):
     """A prompt plus its output budget does not fit the model's context window.
 

@@ -92,6 +92,30 @@ def test_a_bad_setting_value_is_one_line_and_a_nonzero_exit(db, setting, message
     assert refused.exit_code == 1 and refused.output.strip() == message
 
 
+@pytest.mark.parametrize("content, message", [
+    (b"not a model at all", "is not a GGUF model file"),
+    (b"GGUF" + bytes(200), "llama.cpp could not load"),  # the magic of a GGUF, then nothing of one
+], ids=["not-gguf", "truncated-gguf"])
+def test_a_model_that_cannot_be_loaded_stops_ask_in_one_line(db, tmp_path, content, message):
+    model = tmp_path / "garbage.gguf"
+    model.write_bytes(content)
+    result = CliRunner().invoke(main, ["ask", "who directed Top Hat", "--db", str(db), "--topic", "Top Hat",
+                                       "--reasoner", "tog", "--model", str(model)])
+    assert result.exit_code == 1 and result.stdout == "" and "Traceback" not in result.stderr
+    last = result.stderr.splitlines()[-1]  # after the embedder's loading bar
+    assert last.startswith("Error: ") and message in last
+
+
+def test_a_question_longer_than_the_context_says_on_stderr_that_the_llm_calls_were_skipped(db):
+    question = "who directed Top Hat " + "and I really do wonder about it " * 60
+    result = CliRunner().invoke(main, ["ask", question, "--db", str(db), "--topic", "Top Hat", "--reasoner", "tog",
+                                       "--n-ctx", "256"])
+    assert result.exit_code == 0, result.output
+    assert "(tog: 0 LLM calls" in result.stdout
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "LLM calls skipped" in warnings[0] and "256-token context" in warnings[0]
+
+
 def test_without_a_topic_the_question_is_linked(db):
     result = ask("who directed Top Hat", "--db", str(db), "--reasoner", "embed-path", "--json")
     assert json.loads(result.stdout)["answers"][0]["id"] == "Mark Sandrich"

@@ -21,7 +21,7 @@ from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context
 from localkg.reasoners.common import node_of
-from localkg.errors import LocalKGError, SettingsError
+from localkg.errors import PromptTooLongError, SettingsError
 from localkg.fog.features import triple_key
 from localkg.reasoners.fog import FoGReasoner, _answer_options, answer_scores, check_update
 from localkg.store.model import Node, Triple
@@ -161,19 +161,19 @@ def test_selected_triples_join_memory_and_rejected_ones_are_masked(demo_kg, scor
     assert shown_triples(second)
 
 
-def test_a_failed_memory_call_masks_nothing(demo_kg, scorer):
+def test_a_skipped_memory_call_masks_nothing(demo_kg, scorer):
     calls = []
 
     def script(step, prompt, options):
         if step == "memory_update":
             calls.append(prompt)
             if len(calls) == 1:
-                raise LocalKGError("the model returned nothing")
+                raise PromptTooLongError("step 'memory_update': the prompt does not fit the context")
             return {"selected_triplets": [], "predict_answer": [], "subsequent_question": ["Who made Top Hat?"]}
         return None
 
     result = fog(demo_kg, scorer, ScriptedLLM(script), rounds=2).answer(QUESTION, ["Top Hat"])
-    assert len(calls) == 2 and any("model call failed" in n for n in result.notes)
+    assert len(calls) == 2 and any(n.startswith("model call skipped") for n in result.notes)
     assert shown_triples(calls[1]) == shown_triples(calls[0])  # the model never saw them: not rejected
 
 

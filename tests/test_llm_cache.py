@@ -94,3 +94,27 @@ def test_ask_with_llm_cache_replays_the_same_answer(tmp_path: Path):
     assert not any(call["cached"] for call in first["trace"]["llm"])
     assert all(call["cached"] for call in second["trace"]["llm"])
     assert first["prompt_tokens"] == second["prompt_tokens"]
+
+
+def a_file_of_another_kind(folder: Path) -> Path:
+    path = folder / "answers.tsv"
+    path.write_text("question\tanswer\nwho directed Top Hat\tMark Sandrich\n")
+    return path
+
+
+def below_a_file(folder: Path) -> Path:
+    (folder / "taken").write_text("a file where the cache's folder should be")
+    return folder / "taken" / "answers.sqlite"
+
+
+@pytest.mark.parametrize("place", [a_file_of_another_kind, below_a_file])
+def test_an_unusable_cache_file_is_one_line_naming_it(tmp_path: Path, place):
+    db = tmp_path / "db"
+    with KG.create(db) as kg:
+        kg.add_triples([("Top Hat", "directed_by", "Mark Sandrich")])
+    cache = place(tmp_path)
+    result = CliRunner().invoke(main, ["ask", "who directed Top Hat", "--db", str(db), "--topic", "Top Hat",
+                                       "--reasoner", "tog", "--n-ctx", "1024", "--llm-cache", str(cache)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    last = result.stderr.splitlines()[-1]  # after the embedder's loading bar
+    assert last.startswith(f"Error: cannot use {cache} as the LLM cache: ") and "--llm-cache" in last

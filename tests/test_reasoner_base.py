@@ -7,8 +7,8 @@ import typing
 
 import pytest
 
-from localkg.errors import SettingsError, UnknownReasonerError
-from localkg.llm import ScriptedLLM
+from localkg.errors import ModelNotFoundError, PromptTooLongError, SettingsError, UnknownReasonerError
+from localkg.llm import LLM, ScriptedLLM
 from localkg.reasoners.base import REASONERS, Context, Result, get_reasoner
 from localkg.reasoners.settings import declared_ranges, parse_settings
 from localkg.store import KG
@@ -119,6 +119,29 @@ def test_an_empty_graph_gives_no_answer_with_the_reason(name, tmp_path, scorer):
     if name not in ("io", "cot"):
         assert result.answers == []
         assert any(note.startswith("no answer found") for note in result.notes)
+
+
+@pytest.mark.parametrize("name", sorted(name for name in EXPECTED if get_reasoner(name).uses_llm))
+def test_a_model_that_cannot_be_loaded_stops_the_question(name, demo_kg, scorer, tmp_path):
+    """Only a prompt too long for the context is a call a reasoner may skip; a model file that is
+    no model must not become a run of "no LLM calls" that looks like an answer."""
+    garbage = tmp_path / "garbage.gguf"
+    garbage.write_bytes(b"not a model")
+    context = Context(demo_kg, llm_factory=lambda: LLM(model_path=garbage), scorer_factory=lambda: scorer)
+    with pytest.raises(ModelNotFoundError, match="is not a GGUF model file"):
+        get_reasoner(name)(context).answer(QUESTION, ["Top Hat"])
+
+
+def too_long(step: str, prompt: str, options: list[str] | None):
+    raise PromptTooLongError(f"step {step!r}: the prompt does not fit the context")
+
+
+@pytest.mark.parametrize("name", sorted(name for name in EXPECTED if get_reasoner(name).uses_graph))
+def test_calls_whose_prompts_do_not_fit_are_skipped_and_each_is_noted(name, demo_kg, scorer):
+    result = build(name, demo_kg, scorer, ScriptedLLM(too_long)).answer(QUESTION, ["Top Hat"])
+    assert result.llm_calls == []
+    if get_reasoner(name).uses_llm:
+        assert result.skipped_llm_calls and all("does not fit the context" in n for n in result.skipped_llm_calls)
 
 
 def useless_model(step: str, prompt: str, options: list[str] | None):

@@ -19,8 +19,11 @@ import json
 import os
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+from localkg.errors import LLMSettingsError
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)"
 
@@ -34,20 +37,31 @@ class ResponseCache:
         self._connection: sqlite3.Connection | None = None
 
     def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            row = self._connect().execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
+        with self._database() as connection:
+            row = connection.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, answer: dict[str, Any]) -> None:
-        with self._lock:
-            connection = self._connect()
+        with self._database() as connection:
             connection.execute("INSERT OR REPLACE INTO answers (key, answer) VALUES (?, ?)",
                                (key, json.dumps(answer)))
             connection.commit()
 
     def __len__(self) -> int:
+        with self._database() as connection:
+            return int(connection.execute("SELECT count(*) FROM answers").fetchone()[0])
+
+    @contextmanager
+    def _database(self) -> Iterator[sqlite3.Connection]:
+        """The open connection, under the lock. A path SQLite cannot use as the cache (a file of
+        another kind, a database of other tables, a folder that cannot be made) is an
+        :class:`~localkg.errors.LLMSettingsError` naming it, not a traceback in the middle of a run."""
         with self._lock:
-            return int(self._connect().execute("SELECT count(*) FROM answers").fetchone()[0])
+            try:
+                yield self._connect()
+            except (sqlite3.DatabaseError, OSError) as error:
+                raise LLMSettingsError(f"cannot use {self.path} as the LLM cache: {error} (--llm-cache takes a new "
+                                       "file or the cache file of an earlier run)") from None
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from localkg.errors import ModelLoadError
 from localkg.llm.scoring import log_softmax
 
 FIRST_CANDIDATES = 64
@@ -56,9 +57,14 @@ class Engine:
         from llama_cpp import Llama
 
         _route_llama_logs()
-        llama = Llama(model_path=key.path, n_ctx=key.n_ctx, n_gpu_layers=key.n_gpu_layers,
-                      n_threads=key.n_threads, n_threads_batch=key.n_threads, seed=seed,
-                      n_batch=CHUNK, n_ubatch=CHUNK, logits_all=False, verbose=False)
+        try:
+            llama = Llama(model_path=key.path, n_ctx=key.n_ctx, n_gpu_layers=key.n_gpu_layers,
+                          n_threads=key.n_threads, n_threads_batch=key.n_threads, seed=seed,
+                          n_batch=CHUNK, n_ubatch=CHUNK, logits_all=False, verbose=False)
+        except ValueError as error:  # llama-cpp-python's "Failed to load model from file" or "... llama_context"
+            raise ModelLoadError(f"llama.cpp could not load {key.path}: {error} (a damaged file, a model llama.cpp "
+                                 f"cannot run, or a {key.n_ctx}-token context too large for memory); pass another "
+                                 "GGUF with --model, or a smaller --n-ctx") from None
         return cls(key=key, llama=llama)
 
     # ------------------------------------------------------------------------------ tokens

@@ -17,13 +17,23 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-from localkg.errors import UnknownEntityError, UnknownReasonerError
+from localkg.errors import PromptTooLongError, UnknownEntityError, UnknownReasonerError
 from localkg.reasoners.settings import NoSettings, parse_settings
 from localkg.store.kg import KG, QueryLog
 from localkg.store.model import Path
 
 if TYPE_CHECKING:
     from localkg.llm import LLM
+
+
+#: How the note of an LLM call a reasoner skipped begins: its prompt does not fit the model's context,
+#: so the step fell back on the graph side. Any other failure of the model stops the question.
+SKIPPED_CALL = "model call skipped"
+
+
+def skipped_call(error: PromptTooLongError, fallback: str = "") -> str:
+    """The note for a call skipped with ``error`` (which names the step), with what was done instead."""
+    return f"{SKIPPED_CALL}: {error}" + (f"; {fallback}" if fallback else "")
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,11 @@ class Result:
     @property
     def answered(self) -> bool:
         return bool(self.answers)
+
+    @property
+    def skipped_llm_calls(self) -> list[str]:
+        """The notes of the LLM calls skipped because their prompts do not fit the context."""
+        return [note for note in self.notes if note.startswith(SKIPPED_CALL)]
 
     @property
     def prompt_tokens(self) -> int:

@@ -9,7 +9,8 @@ so mediators are hopped through and never shown as answers. Both directions are 
 * :func:`rank_moves`, :func:`chain_words` — moves ranked by their relation chain's relevance;
 * :func:`move_option`, :func:`triple_words`, :func:`path_words` — what the embedder and prompts see;
 * :func:`ask_choice`, :func:`ask_scores`, :func:`ask_yes_no`, :func:`model_choice`,
-  :func:`model_json` — model calls that fall back to the graph side's order when a call fails;
+  :func:`model_json` — model calls that fall back to the graph side's order when a prompt cannot
+  fit the context (a model that cannot load stops the question);
   :func:`string_list`, :func:`split_answers`, :func:`bulleted` read and write the model's text.
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Sequence
 
-from localkg.errors import LocalKGError
+from localkg.errors import PromptTooLongError
+from localkg.reasoners.base import skipped_call
 from localkg.store.kg import KG
 from localkg.store.model import CVT, IN, OUT, Node, Path, Step, Triple
 from localkg.text import readable_relation
@@ -174,29 +176,29 @@ def path_words(path: Path) -> str:
 def ask_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int = 1, allow_none: bool = False,
                notes: list[str]) -> list[int] | None:
     """The model's picks among ``options`` (ranked best first by the graph side), or None when the
-    call failed (a prompt that cannot fit): the caller then keeps the graph side's order."""
+    call was skipped (a prompt that cannot fit): the caller then keeps the graph side's order."""
     try:
         return llm.choose(prompt, options, step=step, k=k, allow_none=allow_none)
-    except LocalKGError as error:
-        notes.append(f"{step}: model call failed ({error}); kept the graph-side order")
+    except PromptTooLongError as error:
+        notes.append(skipped_call(error, "kept the graph-side order"))
         return None
 
 
 def ask_scores(llm: Any, prompt: str, options: list[str], *, step: str, notes: list[str]) -> list[float] | None:
-    """The model's probabilities for ``options``, or None when the call failed."""
+    """The model's probabilities for ``options``, or None when the call was skipped (a prompt that cannot fit)."""
     try:
         return llm.score_options(prompt, options, step=step)
-    except LocalKGError as error:
-        notes.append(f"{step}: model call failed ({error}); kept the graph-side scores")
+    except PromptTooLongError as error:
+        notes.append(skipped_call(error, "kept the graph-side scores"))
         return None
 
 
 def ask_yes_no(llm: Any, prompt: str, *, step: str, notes: list[str]) -> tuple[bool, float]:
-    """``llm.yes_no`` that reads a failed call as "no" and says so."""
+    """``llm.yes_no`` that reads a skipped call (a prompt that cannot fit) as "no" and says so."""
     try:
         return llm.yes_no(prompt, step=step)
-    except LocalKGError as error:
-        notes.append(f"{step}: model call failed ({error}); read as no")
+    except PromptTooLongError as error:
+        notes.append(skipped_call(error, "read as no"))
         return False, 0.0
 
 
@@ -220,15 +222,15 @@ def split_answers(text: str, limit: int = 10) -> list[str]:
 def model_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int,
                  notes: list[str]) -> list[int] | None:
     """The model's picks among ``options`` (ranked best first by the graph side), or None when its
-    output is unusable: it picked nothing, or the call failed (a prompt that cannot fit). The caller
+    output is unusable: it picked nothing, or the call was skipped (a prompt that cannot fit). The caller
     then keeps the graph-side order; a reasoner never stops on the model's output.
 
     Unlike :func:`ask_choice` the model may answer "none": these methods ask it to choose as
     few as possible, and "none" is then a usable way of saying the embedding order should stand."""
     try:
         picks = llm.choose(prompt, options, step=step, k=k, allow_none=True)
-    except LocalKGError as error:
-        notes.append(f"{step}: model call failed ({error}); kept the embedding order")
+    except PromptTooLongError as error:
+        notes.append(skipped_call(error, "kept the embedding order"))
         return None
     if not picks:
         notes.append(f"{step}: the model picked nothing; kept the embedding order")
@@ -238,11 +240,11 @@ def model_choice(llm: Any, prompt: str, options: list[str], *, step: str, k: int
 
 def model_json(llm: Any, prompt: str, schema: dict[str, Any], *, step: str, max_tokens: int,
                notes: list[str]) -> dict[str, Any]:
-    """``llm.json`` that reads a failed call as ``{}`` (every caller has a fallback for missing keys)."""
+    """``llm.json`` that reads a skipped call as ``{}`` (every caller has a fallback for missing keys)."""
     try:
         value = llm.json(prompt, schema, step=step, max_tokens=max_tokens)
-    except LocalKGError as error:
-        notes.append(f"{step}: model call failed ({error})")
+    except PromptTooLongError as error:
+        notes.append(skipped_call(error))
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -23,8 +23,8 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from localkg import prompts
-from localkg.errors import LocalKGError
-from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.errors import PromptTooLongError
+from localkg.reasoners.base import Answer, Reasoner, Result, register, skipped_call
 from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter, split_answers,
                                      triple_words)
 from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
@@ -126,8 +126,8 @@ class DTKGReasoner(Reasoner):
             return self.settings.route
         try:
             chained, p_yes = self.llm.yes_no(prompts.render(PROMPTS, "classify", question=question), step="classify")
-        except LocalKGError as error:
-            result.notes.append(f"classify: model call failed ({error}); routed to chain")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error, "routed to chain"))
             return CHAIN
         route = CHAIN if chained else PARALLEL
         result.notes.append(f"route: {route} (P(chained)={p_yes:.2f})")
@@ -155,8 +155,8 @@ class DTKGReasoner(Reasoner):
             try:
                 probabilities = self.llm.score_options(rerank_prompt, [texts[i] for i, _ in head], step=step)
                 rerank[:len(head)] = probabilities
-            except LocalKGError as error:
-                result.notes.append(f"{step}: model call failed ({error}); cosine only")
+            except PromptTooLongError as error:
+                result.notes.append(skipped_call(error, "cosine only"))
         elif head:
             rerank[0] = 1.0
         alpha = float(self.settings.alpha)
@@ -182,7 +182,8 @@ class DTKGReasoner(Reasoner):
                 _answer, p_yes = self.llm.yes_no(prompts.render(PROMPTS, "necessity", question=question,
                                                                 relation=readable_relation(label)),
                                                  step="necessity")
-            except LocalKGError:
+            except PromptTooLongError as error:
+                result.notes.append(skipped_call(error, f"kept {label!r}"))
                 continue
             if p_yes < self.settings.necessity_theta:
                 dropped.add(label)
@@ -256,8 +257,8 @@ class DTKGReasoner(Reasoner):
         try:
             picks = self.llm.choose(prompt, shown, step="select_relations", k=min(3, int(self.settings.w_max)),
                                     allow_none=True)
-        except LocalKGError as error:
-            result.notes.append(f"select_relations: model call failed ({error}); kept the score order")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error, "kept the score order"))
             return passing
         return [passing[i] for i in picks] or passing
 
@@ -280,7 +281,8 @@ class DTKGReasoner(Reasoner):
         prompt = prompts.render(PROMPTS, "sufficient", question=question, paths=self._describe([path]))
         try:
             _answer, p_yes = self.llm.yes_no(prompt, step="sufficient")
-        except LocalKGError:
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error, "the search goes on"))
             return False
         enough = p_yes >= self.settings.sufficient_p
         result.notes.append(f"chain: P(sufficient)={p_yes:.2f}" + ("; search stopped" if enough else ""))
@@ -321,8 +323,8 @@ class DTKGReasoner(Reasoner):
             return 0 if options else None
         try:
             picks = self.llm.choose(prompt, options, step=step, k=1, allow_none=True)
-        except LocalKGError as error:
-            result.notes.append(f"{step}: model call failed ({error}); kept the graph order")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error, "kept the graph order"))
             return None
         return picks[0] if picks else None
 
@@ -331,8 +333,8 @@ class DTKGReasoner(Reasoner):
         try:
             draft = self.llm.generate(prompts.render(PROMPTS, "draft", question=question), step="draft",
                                       max_tokens=32, stop=["\n"])
-        except LocalKGError as error:  # the facts then come from the question alone
-            result.notes.append(f"draft: model call failed ({error})")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error, "the facts come from the question alone"))
             draft = ""
         result.notes.append(f"draft: {draft.strip()}")
         sources = [node_of(self.kg, t) for t in topics]
@@ -367,8 +369,8 @@ class DTKGReasoner(Reasoner):
             output = self.llm.json(prompts.render(PROMPTS, "facts", question=question,
                                                   draft=" ".join(split_answers(draft)) or "unknown"),
                                    schema, step="facts", max_tokens=200)
-        except LocalKGError as error:
-            result.notes.append(f"facts: model call failed ({error})")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error))
             output = {}
         facts = [(str(f.get("subject", "")).strip(), str(f.get("fact", "")).strip())
                  for f in output.get("facts", []) if isinstance(f, dict) and str(f.get("fact", "")).strip()]
@@ -414,8 +416,8 @@ class DTKGReasoner(Reasoner):
             if not check.verified:
                 check.revised = self.llm.generate(prompts.render(PROMPTS, "rewrite", fact=fact, triple=triple_text),
                                                   step="rewrite", max_tokens=32, stop=["\n"]).strip()
-        except LocalKGError as error:
-            result.notes.append(f"verify: model call failed ({error})")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error))
         result.notes.append(f"fact {fact!r}: best triple {triple_text} ({check.score:.2f}), "
                             + ("verified" if check.verified else f"rewritten as {check.revised!r}"))
         return check

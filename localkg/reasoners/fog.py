@@ -28,14 +28,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from localkg import prompts
-from localkg.errors import LocalKGError
+from localkg.errors import PromptTooLongError
 from localkg.fog.features import TripleKey, bfs_levels, triple_key
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
-from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.base import Answer, Reasoner, Result, register, skipped_call
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter
 from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
-from localkg.store.model import IN, OUT, Node, Path, Step, Triple
 from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
+from localkg.store.model import IN, OUT, Node, Path, Step, Triple
 from localkg.text import without_mentions
 
 PROMPTS = "fog"
@@ -245,8 +245,8 @@ class FoGReasoner(Reasoner):
         try:
             output = self.llm.json(prompts.render(PROMPTS, "decompose", question=question), schema,
                                    step="decompose", max_tokens=160)
-        except LocalKGError as error:
-            result.notes.append(f"decompose: model call failed ({error}); no sub-questions")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error, "no sub-questions"))
             return []
         subs = [" ".join(str(s).split()) for s in output.get("sub_questions", []) if str(s).strip()]
         subs = [s for s in dict.fromkeys(subs) if s != question][:3]
@@ -333,8 +333,8 @@ class FoGReasoner(Reasoner):
         schema = self._memory_schema(list(shown_triples), shown, sources)
         try:
             output = self.llm.json(render(kept_lines), schema, step="memory_update", max_tokens=256)
-        except LocalKGError as error:
-            result.notes.append(f"memory update: model call failed ({error})")
+        except PromptTooLongError as error:
+            result.notes.append(skipped_call(error))
             return MemoryUpdate([], [], [], [])
         update = check_update(output, shown_triples, _answer_options(shown, sources))
         update.shown = potential[:len(kept_lines)]
