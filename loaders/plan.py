@@ -36,8 +36,28 @@ STORED_NODE_BYTES = 130
 # Store size: 108 MB for 732k facts and 393k nodes in one flush (docs/loading.md, "Full dumps").
 DISK_BYTES_PER_FACT = 150
 KEY_BYTES = 8  # one BLAKE2b-64 hash per node, fact, label and name link (DB/keys/)
-# Parsing and staging on 2 cores: 135,000-142,000 lines/s at 2M and 8M Freebase lines (docs/loading.md).
-LINES_PER_SECOND_2_CORES = 135_000
+
+
+@dataclass(frozen=True)
+class MeasuredRate:
+    """What one format's loads were measured at on 2 cores: input lines per second, what the time
+    covered, and what the estimate leaves out."""
+
+    lines_per_second: int
+    covers: str
+    caveat: str
+
+
+# Each format's own measurement, keyed by its options()["format"]; a format without one gets no
+# time estimate (another format's rate says nothing about it: a Wikidata JSON line is an entity).
+MEASURED_RATES = {
+    # Parsing and staging: 135,000-142,000 lines/s at 2M and 8M Freebase lines (docs/loading.md).
+    "freebase": MeasuredRate(135_000, "parsing alone", "flushes come on top and grow dearer with the store"),
+    # The whole load of 20,000 generated items: 5,988 entities (lines) per second (docs/benchmarks.md,
+    # "Dump loading").
+    "json": MeasuredRate(5_988, "the whole load", "measured on generated items; real entities are larger, and "
+                                                  "flushes grow dearer with the store"),
+}
 
 
 @dataclass
@@ -57,7 +77,9 @@ class LoadPlan:
     flushes: int
     peak_memory_bytes: int
     disk_bytes: int
-    parse_seconds_2_cores: float
+    format: str
+    lines_per_second_2_cores: int | None  # the format's measured rate (MEASURED_RATES), None without one
+    seconds_2_cores: float | None
     available_memory_bytes: int
 
     def to_json(self) -> dict[str, Any]:
@@ -75,9 +97,15 @@ class LoadPlan:
             f"per flush, {self.flushes:,} flush{'es' if self.flushes != 1 else ''}",
             f"plan: peak memory about {_size(self.peak_memory_bytes)}, disk about {_size(self.disk_bytes)} "
             f"(store and hash sets, besides the input)",
-            f"plan: parsing alone at the 2-core rate of {LINES_PER_SECOND_2_CORES:,} lines/s: "
-            f"{_duration(self.parse_seconds_2_cores)} (flushes come on top and grow dearer with the store)",
+            self._time(),
             *warning])
+
+    def _time(self) -> str:
+        rate = MEASURED_RATES.get(self.format)
+        if rate is None or self.seconds_2_cores is None:
+            return f"plan: no load rate has been measured for the {self.format} format, so no time estimate"
+        return (f"plan: {rate.covers} at the 2-core rate of {rate.lines_per_second:,} lines/s: "
+                f"{_duration(self.seconds_2_cores)} ({rate.caveat})")
 
 
 def available_memory_bytes() -> int:
@@ -118,19 +146,20 @@ def plan_load(paths: Sequence[str | Path], fmt: DumpFormat, buffer_pool_bytes: i
     kept, else it is chosen from ``available_bytes`` (default: what the system has now)."""
     paths = [Path(p) for p in paths]
     input_bytes = sum(p.stat().st_size for p in paths)
+    format = fmt.options()["format"]
     chunk = next(iter_chunks(paths[:1], Position(), SAMPLE_BYTES, fmt.cut), None)
     if chunk is None or chunk.size == 0:
-        return _plan(input_bytes, 0, 0, 0, 0, 0, 0, buffer_pool_bytes, available_bytes)
+        return _plan(input_bytes, 0, 0, 0, 0, 0, 0, format, buffer_pool_bytes, available_bytes)
     result = parse_chunk(fmt, chunk)
     batch = result.batch
     compressed = chunk.compressed or chunk.size
     scale = (input_bytes * chunk.size / compressed) / chunk.size  # whole input's text per sample byte
     return _plan(input_bytes, chunk.size, int(input_bytes * chunk.size / compressed), int(result.lines * scale),
                  int(len(np.unique(batch.fact_hashes)) * scale), int(len(np.unique(batch.node_hashes)) * scale),
-                 int(batch.names.num_rows * scale), buffer_pool_bytes, available_bytes)
+                 int(batch.names.num_rows * scale), format, buffer_pool_bytes, available_bytes)
 
 
-def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, nodes: int, names: int,
+def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, nodes: int, names: int, format: str,
           buffer_pool_bytes: int | None, available_bytes: int | None) -> LoadPlan:
     rows = facts + nodes
     available = available_memory_bytes() if available_bytes is None else available_bytes
@@ -141,8 +170,11 @@ def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, node
     per_flush = max(1, pool // POOL_BYTES_PER_FLUSHED_ROW)
     peak = peak_memory(pool, nodes)
     disk = DISK_BYTES_PER_FACT * facts + KEY_BYTES * (facts + nodes + 2 * names)
+    rate = MEASURED_RATES.get(format)
     return LoadPlan(input_bytes, sample, text, lines, facts, nodes, names, pool, reason, per_flush,
-                    max(1, math.ceil(rows / per_flush)), peak, disk, lines / LINES_PER_SECOND_2_CORES, available)
+                    max(1, math.ceil(rows / per_flush)), peak, disk, format,
+                    rate.lines_per_second if rate else None, lines / rate.lines_per_second if rate else None,
+                    available)
 
 
 def _size(count: float) -> str:

@@ -3,6 +3,7 @@ on dumps generated with make_dump.py, checked against what the real load then do
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,29 @@ def test_plan_of_a_wikidata_dump(shared: Path, tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.output
     planned = json.loads(shown.stdout)
     assert abs(planned["lines"] - lines) <= 0.02 * lines and planned["facts"] > 0 and planned["nodes"] >= 500
+
+
+def test_each_format_plans_with_its_own_measured_rate_or_says_it_has_none(shared: Path, tmp_path: Path,
+                                                                          dump: tuple[Path, dict]) -> None:
+    """The Wikidata plan quoted the Freebase lines/s (and a JSON line is a whole entity)."""
+    def time_line(*arguments: str) -> str:
+        shown = CliRunner().invoke(main, ["load", *arguments, "--db", str(tmp_path / "db"), "--plan"],
+                                   catch_exceptions=False)
+        assert shown.exit_code == 0, shown.output
+        return shown.stdout.splitlines()[4]
+
+    freebase = time_line("freebase", str(dump[0]))
+    out = tmp_path / "wd.json"
+    subprocess.run([sys.executable, str(shared.parent / "tools" / "make_dump.py"), "wikidata", "--entities", "200",
+                    "--out", str(out)], check=True, capture_output=True)
+    wikidata = time_line("wikidata", str(out))
+    rates = [re.search(r"rate of ([\d,]+) lines/s", line) for line in (freebase, wikidata)]
+    assert all(rates) and rates[0].group(1) != rates[1].group(1), (freebase, wikidata)
+    assert freebase.startswith("plan: parsing alone at") and wikidata.startswith("plan: the whole load at")
+    truthy = tmp_path / "truthy.nt"
+    truthy.write_text("<http://www.wikidata.org/entity/Q2> <http://www.wikidata.org/prop/direct/P31> "
+                      "<http://www.wikidata.org/entity/Q1> .\n", encoding="utf-8")
+    assert time_line("wikidata", str(truthy)) == (
+        "plan: no load rate has been measured for the truthy-nt format, so no time estimate")
+    assert json.loads(CliRunner().invoke(main, ["load", "wikidata", str(truthy), "--db", str(tmp_path / "db"),
+                                                "--plan", "--json"]).stdout)["seconds_2_cores"] is None
