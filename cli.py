@@ -448,7 +448,7 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
     """Train the FoG foresight triple scorer on questions with gold paths (frozen encoder)."""
     import torch
 
-    from localkg.fog.checkpoint import default_checkpoint
+    from localkg.fog.location import default_checkpoint
     from localkg.fog.supervision import SupervisionLimits
     from localkg.datasets import TrainingSet
     from localkg.fog.train import TrainConfig, train_from_files
@@ -507,7 +507,7 @@ def train_paths(db: Path, questions: tuple[Path, ...], fmt: str, max_hops: int, 
     import torch
 
     from localkg.datasets import TrainingSet
-    from localkg.retrieval.checkpoint import default_checkpoint
+    from localkg.retrieval.location import default_checkpoint
     from localkg.retrieval.supervision import SupervisionLimits
     from localkg.retrieval.train import TrainConfig, train_from_files
     from localkg.store import KG
@@ -662,7 +662,7 @@ def pick_reasoner(db: Path, name: str | None) -> str:
     scorer (``localkg train paths``), else today's default."""
     if name:
         return name
-    from localkg.retrieval.checkpoint import default_checkpoint  # imports torch: only when no reasoner is named
+    from localkg.retrieval.location import default_checkpoint
 
     return TRAINED_REASONER if default_checkpoint(db).is_file() else DEFAULT_REASONER
 

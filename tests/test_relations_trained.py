@@ -14,7 +14,7 @@ from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context, get_reasoner
 from localkg.reasoners.common import candidate_moves, node_of
 from localkg.reasoners.relation_ranking import RelationRanking
-from localkg.retrieval.checkpoint import default_checkpoint
+from localkg.retrieval.location import default_checkpoint
 from localkg.store import KG
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -104,7 +104,7 @@ def test_fog_scores_triples_as_the_chains_that_reach_them(store_with_scorer, sco
 
 
 def test_fog_keeps_its_own_trained_scorer_where_it_has_one(store_with_scorer, scorer, tmp_path):
-    from localkg.fog.checkpoint import checkpoint_location
+    from localkg.fog.location import checkpoint_location
 
     fog = get_reasoner("fog")
     assert fog(context(store_with_scorer, scorer)).relations.mode == "trained"

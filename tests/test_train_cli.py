@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
-from localkg.fog.checkpoint import default_checkpoint, load_checkpoint
+from localkg.fog.checkpoint import load_checkpoint
+from localkg.fog.location import default_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
-from localkg.retrieval.checkpoint import default_checkpoint, load_checkpoint
+from localkg.retrieval.checkpoint import load_checkpoint
+from localkg.retrieval.location import default_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

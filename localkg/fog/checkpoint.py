@@ -17,20 +17,6 @@ from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.torch_checkpoint import save_model
 
 FORMAT = 1
-#: Where ``localkg train fog`` writes by default, and where ``fog`` looks: beside the graph.
-DEFAULT_NAME = Path("fog") / "scorer.pt"
-
-
-def default_checkpoint(db_path: str | Path) -> Path:
-    return Path(db_path) / DEFAULT_NAME
-
-
-def checkpoint_location(setting: str, db_path: str | Path | None) -> Path | None:
-    """The checkpoint a reasoner's ``checkpoint`` setting names: the given path, or, when it is
-    empty, the default one beside the graph (None without a graph)."""
-    if setting:
-        return Path(setting).expanduser()
-    return None if db_path is None else default_checkpoint(db_path)
 
 
 def save_checkpoint(path: str | Path, model: ForesightScorer, encoder: str, meta: dict[str, Any]) -> Path:

@@ -9,13 +9,15 @@ with ``depth_from=distance`` explores that depth and asks no sufficiency questio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from localkg.errors import CheckpointError
-from localkg.fog.checkpoint import checkpoint_location
-from localkg.fog.scoring import TrainedTripleScorer
+from localkg.fog.location import checkpoint_location
+
+if TYPE_CHECKING:
+    from localkg.fog.scoring import TrainedTripleScorer
 
 #: Where tog and paths take the search depth from: ``model``, the papers' sufficiency check, or
 #: ``distance``, a trained answer-distance head.
@@ -45,6 +47,8 @@ class AnswerDistance:
         """``(probabilities, "")`` for ``query`` (the question without its topic names), or
         ``(None, reason)`` when there is no usable checkpoint, the reason ready for a "no answer
         found" note."""
+        from localkg.fog.scoring import TrainedTripleScorer  # torch and the model code: only for depth_from=distance
+
         try:
             if self._scorer is None:
                 path = checkpoint_location(self.checkpoint, self.context.kg.path)

@@ -30,6 +30,7 @@ import numpy as np
 from localkg import prompts
 from localkg.errors import PromptTooLongError
 from localkg.fog.features import TripleKey, bfs_levels, triple_key
+from localkg.fog.location import checkpoint_location
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, register, skipped_call
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter
@@ -144,8 +145,6 @@ class FoGReasoner(Reasoner):
 
     # ------------------------------------------------------------------ scorer
     def checkpoint_path(self) -> FsPath | None:
-        from localkg.fog.checkpoint import checkpoint_location
-
         return checkpoint_location(self.settings.checkpoint, None if self.kg is None else self.kg.path)
 
     def _fog_checkpoint(self) -> FsPath | None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from localkg.reasoners.common import Move, rank_moves
 from localkg.reasoners.relation_paths import path_similarities
+from localkg.retrieval.location import default_checkpoint
 from localkg.store.model import IN, OUT, Path
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ class RelationRanking:
     """Scores relation chains for a reasoner (see the module docstring)."""
 
     def __init__(self, context: Any, mode: RelationsMode = "auto", device: str = ""):
-        from localkg.retrieval.checkpoint import default_checkpoint
-
         self.context = context
         self._path = default_checkpoint(context.kg.path)
         self.mode = ("trained" if self._path.is_file() else "embed") if mode == "auto" else mode

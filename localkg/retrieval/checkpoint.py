@@ -22,12 +22,6 @@ from localkg.store.kg import KG
 from localkg.torch_checkpoint import save_model
 
 FORMAT = 1
-#: Where ``localkg train paths`` writes by default, and where the reasoners look: beside the graph.
-DEFAULT_NAME = Path("paths") / "scorer.pt"
-
-
-def default_checkpoint(db_path: str | Path) -> Path:
-    return Path(db_path) / DEFAULT_NAME
 
 
 def store_fingerprint(kg: KG) -> str:

@@ -23,8 +23,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from localkg.retrieval.checkpoint import default_checkpoint, load_checkpoint
+from localkg.retrieval.checkpoint import load_checkpoint
 from localkg.retrieval.features import RelationVectors, path_tensors, question_text
+from localkg.retrieval.location import default_checkpoint
 from localkg.retrieval.walk import Hop, PathWalker, RelationPath, path_text
 from localkg.store.kg import KG
 from localkg.store.model import Node, Path
