@@ -21,8 +21,17 @@ if TYPE_CHECKING:
     from localkg.loaders.report import LoadReport
 
 
-def friendly_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn localkg errors (and Ctrl-C) into one line on stderr and a non-zero exit."""
+RESUMABLE = "what was committed is kept: run the same command with --resume to continue"
+
+
+def friendly_errors(command: Callable[..., Any] | None = None, *, interrupted: str = "") -> Any:
+    """Turn localkg errors (and Ctrl-C) into one line on stderr and a non-zero exit.
+
+    ``interrupted`` says what Ctrl-C leaves behind (``@friendly_errors(interrupted=...)``); by
+    default a command with ``--resume`` says to continue with it, and any other only that it stopped.
+    """
+    if command is None:
+        return functools.partial(friendly_errors, interrupted=interrupted)
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -31,10 +40,16 @@ def friendly_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except LocalKGError as error:
             raise click.ClickException(str(error)) from None
         except KeyboardInterrupt:
-            click.echo("interrupted; what was committed is kept (use --resume where offered)", err=True)
+            left = interrupted or (RESUMABLE if _offers_resume() else "")
+            click.echo(f"interrupted; {left}" if left else "interrupted", err=True)
             sys.exit(130)
 
     return wrapper
+
+
+def _offers_resume() -> bool:
+    context = click.get_current_context(silent=True)
+    return context is not None and any(param.name == "resume" for param in context.command.params)
 
 
 def db_option(must_exist: bool = True) -> Callable[..., Any]:
@@ -413,6 +428,11 @@ def train_group() -> None:
     """Train the learned parts of reasoners (the relation-path scorer, the FoG foresight scorer)."""
 
 
+#: Training writes its checkpoint after every epoch (atomically), and the reasoners use whatever is there.
+TRAINING_INTERRUPTED = ("the checkpoint holds the last finished epoch (or what it held before, if none finished); "
+                        "train again for the full number of epochs")
+
+
 @train_group.command("fog")
 @db_option()
 @click.option("--questions", "questions", required=True, multiple=True,
@@ -440,7 +460,7 @@ def train_group() -> None:
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch (default: torch's choice; "
               "1 is faster on a machine busy with other work).")
 @click.option("--json", "as_json", is_flag=True, help="Print the training report as JSON.")
-@friendly_errors
+@friendly_errors(interrupted=TRAINING_INTERRUPTED)
 def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None, epochs: int, lr: float,
               weight_decay: float, batch_size: int, kappa: int, far_kappa: int,
               sample: int | None, exclude_sample: int | None,
@@ -499,7 +519,7 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch (default: torch's choice; "
               "1 is faster on a machine busy with other work).")
 @click.option("--json", "as_json", is_flag=True, help="Print the training report as JSON.")
-@friendly_errors
+@friendly_errors(interrupted=TRAINING_INTERRUPTED)
 def train_paths(db: Path, questions: tuple[Path, ...], fmt: str, max_hops: int, sample: int | None,
                 exclude_sample: int | None, exclude_seed: int, out: Path | None, epochs: int, seed: int,
                 device: str | None, threads: int | None, as_json: bool) -> None:

@@ -1,13 +1,19 @@
 """Writing a trained torch model as a checkpoint of plain data (read back with
-``weights_only=True``, so loading never runs pickled code), shared by the fog and path scorers.
-The write goes to a temporary file that then replaces the target, so an interrupted training
-run leaves the previous checkpoint intact."""
+``weights_only=True``, so loading never runs pickled code), and reading it back, shared by the
+fog and path scorers. The write goes to a temporary file that then replaces the target, so an
+interrupted training run leaves the previous checkpoint intact."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
+
+from localkg.errors import CheckpointError
+
+#: The fields every checkpoint of :func:`save_model` holds.
+FIELDS = ("format", "config", "encoder", "state_dict", "meta")
 
 
 def save_model(path: str | Path, format_version: int, model: torch.nn.Module, encoder: str, meta: dict[str, Any],
@@ -20,4 +26,54 @@ def save_model(path: str | Path, format_version: int, model: torch.nn.Module, en
     temporary = path.with_name(path.name + ".tmp")
     torch.save(payload, temporary)
     temporary.replace(path)
+    return path
+
+
+def load_model(path: Path, format_version: int, what: str, train_command: str,
+               build: Callable[[dict[str, Any]], torch.nn.Module],
+               fields: tuple[str, ...] = ()) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model ``build`` makes of a checkpoint's config, with its weights, in eval mode, and the
+    checkpoint's payload. ``what`` names the kind (``path scorer``) and ``train_command`` the way
+    to make one, for the errors.
+
+    A file torch cannot read as a checkpoint of this kind (truncated, or another kind of file)
+    is one :class:`CheckpointError` saying so and how to make a new one; torch's own message
+    would advise loading with ``weights_only=False``, which is about trusting pickled code and
+    cannot mend a damaged file.
+    """
+    if not path.is_file():
+        raise CheckpointError(f"no {what} checkpoint at {path} (train one with `{train_command}`)")
+    damaged = CheckpointError(f"{path} is damaged or is not a {what} checkpoint; make a new one with "
+                              f"`{train_command}`")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # torch raises many kinds for a truncated or foreign file
+        raise damaged from None
+    if not isinstance(payload, dict) or not set(FIELDS + fields) <= set(payload):
+        raise damaged
+    if payload["format"] != format_version:
+        raise CheckpointError(f"{path}: {what} checkpoint format {payload['format']!r}, expected {format_version}; "
+                              f"retrain with `{train_command}`")
+    try:
+        model = build(payload["config"])
+        model.load_state_dict(payload["state_dict"])
+    except Exception:  # a config or weights of another shape: written by something else
+        raise damaged from None
+    return model.eval(), payload
+
+
+def check_writable(path: str | Path) -> Path:
+    """``path`` when a checkpoint can be written there, checked before training spends any time:
+    not a folder, and below a folder (or where one can be made) that this user may write to."""
+    path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"cannot write the checkpoint to {path}: it is a folder; name a file")
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CheckpointError(f"cannot write the checkpoint to {path}: {parent} is a file, not a folder; "
+                              "choose another place")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CheckpointError(f"cannot write the checkpoint to {path}: {parent} is not writable; choose another place")
     return path

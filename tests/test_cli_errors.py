@@ -59,3 +59,33 @@ def test_link_and_index_build_on_an_empty_store_need_no_traceback(tmp_path: Path
     assert built.exception is None and "0 vectors" in built.output, built.output
     asked = run("ask", "who directed Top Hat", "--db", str(tmp_path / "db"), "--reasoner", "io")
     assert asked.exception is None or isinstance(asked.exception, SystemExit), asked.output
+
+
+def test_ctrl_c_offers_resume_only_to_a_command_that_has_it() -> None:
+    import click
+
+    from localkg.cli import friendly_errors
+
+    @click.command()
+    @click.option("--resume", is_flag=True)
+    @friendly_errors
+    def resumable(resume: bool) -> None:
+        raise KeyboardInterrupt
+
+    @click.command()
+    @friendly_errors
+    def plain() -> None:
+        raise KeyboardInterrupt
+
+    @click.command()
+    @friendly_errors(interrupted="the checkpoint holds the last finished epoch")
+    def explained() -> None:
+        raise KeyboardInterrupt
+
+    outputs = [CliRunner().invoke(command, []) for command in (resumable, plain, explained)]
+    assert [result.exit_code for result in outputs] == [130, 130, 130]
+    assert [result.output for result in outputs] == [
+        "interrupted; what was committed is kept: run the same command with --resume to continue\n",
+        "interrupted\n",
+        "interrupted; the checkpoint holds the last finished epoch\n",
+    ]

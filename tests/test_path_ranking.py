@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from localkg.errors import CheckpointError
-from localkg.retrieval.checkpoint import load_checkpoint, save_checkpoint
+from localkg.retrieval.checkpoint import load_checkpoint, save_checkpoint, store_state
 from localkg.retrieval.ranking import PathRanker
 from localkg.store.model import IN, OUT
 
@@ -59,8 +59,8 @@ def test_checkpoint_round_trip(path_movies, scorer, trained_paths, tmp_path):
     out, _result = trained_paths
     model, meta = load_checkpoint(out, path_movies, scorer.embedder.model_name)
     assert meta["max_hops"] == 2 and meta["epochs_done"] == 40
-    copy = save_checkpoint(tmp_path / "copy.pt", model, meta["encoder"], meta["store"], list(meta["path_types"]),
-                           {"max_hops": meta["max_hops"]})
+    copy = save_checkpoint(tmp_path / "copy.pt", model, meta["encoder"], store_state(path_movies),
+                           list(meta["path_types"]), {"max_hops": meta["max_hops"]})
     again, _meta = load_checkpoint(copy, path_movies, scorer.embedder.model_name)
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, again.state_dict()[name])

@@ -52,3 +52,14 @@ def test_questions_without_gold_paths_end_with_one_clear_line(pq_db, tmp_path):
     result = CliRunner().invoke(main, ["train", "fog", "--db", str(pq_db), "--questions", str(questions)])
     assert result.exit_code != 0
     assert "no gold path" in result.output and "Traceback" not in result.output
+
+
+def test_an_out_below_a_regular_file_is_refused_before_any_work(pq_db, shared, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    out = blocker / "scorer.pt"
+    result = CliRunner().invoke(main, ["train", "fog", "--db", str(pq_db), "--questions",
+                                       str(shared / "pathquestion" / "PQ-2H.txt"), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output == f"Error: cannot write the checkpoint to {out}: {blocker} is a file, not a folder; " \
+                            "choose another place\n"

@@ -14,7 +14,7 @@ import torch
 
 from localkg.errors import CheckpointError
 from localkg.fog.model import ForesightScorer, ScorerConfig
-from localkg.torch_checkpoint import save_model
+from localkg.torch_checkpoint import load_model, save_model
 
 FORMAT = 1
 
@@ -32,20 +32,9 @@ def load_checkpoint(path: str | Path, encoder: str | None = None,
     trained on another encoder's vectors would score noise, so that is refused.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no FoG scorer checkpoint at {path} (train one with `localkg train fog`)")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-        if payload.get("format") != FORMAT:
-            raise CheckpointError(f"{path}: checkpoint format {payload.get('format')!r}, expected {FORMAT}")
-        model = ForesightScorer(ScorerConfig(**{"answer_distance": False, **payload["config"]}))
-        model.load_state_dict(payload["state_dict"])
-    except CheckpointError:
-        raise
-    except Exception as error:  # torch raises many kinds for a truncated or foreign file
-        raise CheckpointError(f"{path} is not a FoG scorer checkpoint: {error}") from None
+    model, payload = load_model(path, FORMAT, "FoG scorer", "localkg train fog",
+                                lambda config: ForesightScorer(ScorerConfig(**{"answer_distance": False, **config})))
     if encoder is not None and payload["encoder"] != encoder:
         raise CheckpointError(f"{path} was trained with the encoder {payload['encoder']!r}, "
                               f"not {encoder!r}; use the same encoder or retrain")
-    model.eval()
     return model.to(device), {**payload["meta"], "encoder": payload["encoder"]}

@@ -29,6 +29,7 @@ from localkg.fog.features import QuestionGraph, TextVectors, build_tensors, grap
 from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.fog.supervision import SupervisionLimits, build_example
 from localkg.store.kg import KG
+from localkg.torch_checkpoint import check_writable
 
 
 @dataclass
@@ -254,6 +255,7 @@ def train_from_files(kg: KG, selection: TrainingSet, config: TrainConfig, out: s
     """``localkg train fog``: questions → supervision → a trained scorer checkpoint at ``out``."""
     from localkg.indexes.embedding import Embedder
 
+    check_writable(out)  # before supervision and epochs are spent on a checkpoint that cannot be written
     questions, counts = select_training_questions(selection, config.seed)
     pairs = [(q, resolve_topics(kg, q)) for q in questions]
     examples, skipped = build_examples(kg, pairs, limits, seed=config.seed, progress=progress)

@@ -4,13 +4,16 @@ A checkpoint is one ``torch.save`` file of plain data (weights, the scorer's
 sizes, the encoder's name, the store's fingerprint and what it was trained
 on), read back with ``weights_only=True`` so loading never runs pickled code.
 The fingerprint is a hash of the store's relation catalogue: a scorer has
-learned what *these* relations mean, so a checkpoint from a store with other
-relations is refused, while loading more facts over the same relations keeps
-it valid. Writes are atomic (``localkg.torch_checkpoint``).
+learned what *these* relations mean, so a checkpoint is refused once the
+relations differ, while loading more facts over the same relations keeps it
+valid. The checkpoint also keeps the relations and the store's load generation
+it was trained on, so that the refusal can tell a store that has since gained
+relations from another store. Writes are atomic (``localkg.torch_checkpoint``).
 """
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +22,36 @@ import torch
 from localkg.errors import CheckpointError
 from localkg.retrieval.model import PathScorer, ScorerConfig
 from localkg.store.kg import KG
-from localkg.torch_checkpoint import save_model
+from localkg.torch_checkpoint import load_model, save_model
 
 FORMAT = 1
+TRAIN_COMMAND = "localkg train paths"
 
 
-def store_fingerprint(kg: KG) -> str:
-    """A hash of the relation ids the store holds (what a trained scorer depends on)."""
+@dataclass(frozen=True)
+class StoreState:
+    """What a trained scorer depends on of its store: the relation ids, and the load generation
+    they were read at (to say how the store changed when they no longer match)."""
+
+    relations: tuple[str, ...]
+    generation: int
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256("\n".join(self.relations).encode("utf-8")).hexdigest()[:16]
+
+
+def store_state(kg: KG) -> StoreState:
     relations = sorted(relation for relation, _label, _description, _facts in kg.relation_catalogue())
-    return hashlib.sha256("\n".join(relations).encode("utf-8")).hexdigest()[:16]
+    return StoreState(tuple(relations), kg.generation)
 
 
-def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, fingerprint: str,
+def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, store: StoreState,
                     path_types: list[tuple[tuple[str, str], ...]], meta: dict[str, Any]) -> Path:
-    """Write ``model`` with its config, encoder name, store fingerprint, the chains it has a
-    vector of (``path_types``, in row order from 1) and training ``meta``."""
-    return save_model(path, FORMAT, model, encoder, meta, store=fingerprint,
+    """Write ``model`` with its config, encoder name, the ``store`` it was trained on, the chains
+    it has a vector of (``path_types``, in row order from 1) and training ``meta``."""
+    return save_model(path, FORMAT, model, encoder, meta, store=store.fingerprint,
+                      store_relations=list(store.relations), store_generation=store.generation,
                       path_types=[[list(hop) for hop in chain] for chain in path_types])
 
 
@@ -47,26 +64,35 @@ def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None 
     ``encoder`` on the same frozen encoder: either mismatch would score noise, so it is refused.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no path scorer checkpoint at {path} (train one with `localkg train paths`)")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-        if payload.get("format") != FORMAT:
-            raise CheckpointError(f"{path}: path scorer checkpoint format {payload.get('format')!r}, "
-                                  f"expected {FORMAT}; retrain with `localkg train paths`")
-        model = PathScorer(ScorerConfig(**payload["config"]))
-        model.load_state_dict(payload["state_dict"])
-    except CheckpointError:
-        raise
-    except Exception as error:  # torch raises many kinds for a truncated or foreign file
-        raise CheckpointError(f"{path} is not a path scorer checkpoint: {error}") from None
+    model, payload = load_model(path, FORMAT, "path scorer", TRAIN_COMMAND,
+                                lambda config: PathScorer(ScorerConfig(**config)), fields=("store", "path_types"))
     if encoder is not None and payload["encoder"] != encoder:
         raise CheckpointError(f"{path} was trained with the encoder {payload['encoder']!r}, not {encoder!r}; "
                               "use the same encoder or retrain")
-    if kg is not None and payload["store"] != store_fingerprint(kg):
-        raise CheckpointError(f"{path} was trained on another store (its relations differ from those of "
-                              f"{kg.path}); retrain with `localkg train paths --db {kg.path}`")
-    model.eval()
+    if kg is not None:
+        _check_store(path, payload, kg)
     path_types = {tuple(tuple(hop) for hop in chain): row for row, chain in enumerate(payload["path_types"], 1)}
     return model.to(device), {**payload["meta"], "encoder": payload["encoder"], "store": payload["store"],
                               "path_types": path_types}
+
+
+def _check_store(path: Path, payload: dict[str, Any], kg: KG) -> None:
+    """Refuse a checkpoint whose relations are not the store's, saying whether the store has
+    changed since training (a load added relations) or is another store."""
+    now = store_state(kg)
+    if payload["store"] == now.fingerprint:
+        return
+    retrain = f"retrain with `{TRAIN_COMMAND} --db {kg.path}`"
+    trained = payload.get("store_relations")
+    if trained is None:  # written before checkpoints kept their relations
+        raise CheckpointError(f"{path} was trained on other relations than those {kg.path} has now (the store "
+                              f"has changed since, or is another store); {retrain}")
+    added, missing = sorted(set(now.relations) - set(trained)), sorted(set(trained) - set(now.relations))
+    if missing:
+        raise CheckpointError(f"{path} was trained on another store: {len(missing)} of its relations "
+                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}) are not in "
+                              f"{kg.path}; {retrain}")
+    raise CheckpointError(f"{kg.path} has changed since {path} was trained: load generation "
+                          f"{payload.get('store_generation')} then, {now.generation} now, with {len(added)} new "
+                          f"relation{'s' if len(added) > 1 else ''} ({', '.join(added[:3])}"
+                          f"{', ...' if len(added) > 3 else ''}) the scorer has not learned; {retrain}")

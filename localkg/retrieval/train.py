@@ -29,13 +29,14 @@ import torch
 from tqdm import tqdm
 
 from localkg.errors import TrainingDataError
-from localkg.retrieval.checkpoint import save_checkpoint, store_fingerprint
+from localkg.retrieval.checkpoint import save_checkpoint, store_state
 from localkg.retrieval.features import RelationVectors, path_tensors, question_text
 from localkg.retrieval.model import PathScorer, ScorerConfig
 from localkg.retrieval.supervision import (TIE, Supervision, SupervisionLimits, gold_relation_paths,
                                            label_question, matches_gold)
 from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
+from localkg.torch_checkpoint import check_writable
 
 
 @dataclass
@@ -276,7 +277,7 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=config.epochs * batches_per_epoch)
     result = TrainReport(report, training_questions=len(labelled) - held, held_out_questions=held,
                          device=str(device))
-    fingerprint = store_fingerprint(kg)
+    store = store_state(kg)
     for epoch in range(1, config.epochs + 1):
         epoch_started = time.perf_counter()
         model.train()
@@ -301,7 +302,7 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
         training_meta = {**(meta or {}), "max_hops": hops, "keep_topic": report.keep_topic,
                          "through_topic": report.through_topic,
                          "train_config": asdict(config), "epochs_done": epoch, "report": result.to_json()}
-        result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, fingerprint, list(types),
+        result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, store, list(types),
                                                 training_meta))
         if on_epoch is not None:
             on_epoch(epoch_report)
@@ -318,6 +319,7 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
     from localkg.datasets import resolve_topics, select_training_questions
     from localkg.indexes.embedding import Embedder
 
+    check_writable(out)  # before supervision and epochs are spent on a checkpoint that cannot be written
     questions, counts = select_training_questions(selection, config.seed)
     linker = None
     topics = []
