@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from localkg.loaders.rejects import NUL_REASON
+
 
 class BadLine(ValueError):
     """A line that is not one N-Triples statement; the message is the reason."""
@@ -64,14 +66,18 @@ def unescape(text: str) -> str:
 
 def iri(term: str) -> str:
     """The IRI (or ``_:label`` blank node) written as ``term``; checked for the characters that
-    show damage (space, quote, angle bracket, newline), not for full RFC 3987 syntax."""
+    show damage (space, quote, angle bracket, newline, NUL), not for full RFC 3987 syntax."""
     if term[:1] != "<" or term[-1:] != ">" or len(term) < 2:
         if term.startswith("_:") and len(term) > 2:
+            if "\x00" in term:
+                raise BadLine(NUL_REASON)
             return term
         raise BadLine("malformed term" if term else "truncated line")
     value = term[1:-1]
     if "\\" in value:
         value = unescape(value)
+    if "\x00" in value:
+        raise BadLine(NUL_REASON)
     if " " in value or '"' in value or "<" in value or ">" in value or "\n" in value:
         raise BadLine("malformed IRI")
     return value
@@ -90,6 +96,8 @@ def literal(term: str) -> Literal:
         if _LEXICAL.fullmatch(lexical) is None:
             raise BadLine("bad escape" if "\\" in lexical else "unescaped quote in literal")
         lexical = unescape(lexical)
+    if "\x00" in lexical:
+        raise BadLine(NUL_REASON)
     if not suffix:
         return Literal(lexical)
     if suffix[0] == "@":

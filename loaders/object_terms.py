@@ -29,8 +29,8 @@ from localkg.loaders.ntriples import BadLine, Literal, term_value
 from localkg.loaders.triples import literal_node_id
 from localkg.store.batch import distinct_codes, literal_node_table
 
-_PLAIN_IRI = r'^<[^<>" \\]*>$'
-_PLAIN_LITERAL = r'^"(?P<value>[^"\\]*)"(?P<suffix>(?:@[A-Za-z]+(?:-[A-Za-z0-9]+)*|\^\^<[^<>" \\]*>)?)$'
+_PLAIN_IRI = r'^<[^<>" \\\x00]*>$'
+_PLAIN_LITERAL = r'^"(?P<value>[^"\\\x00]*)"(?P<suffix>(?:@[A-Za-z]+(?:-[A-Za-z0-9]+)*|\^\^<[^<>" \\\x00]*>)?)$'
 
 
 @dataclass

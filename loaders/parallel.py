@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 from localkg.errors import LoadError
 from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity
 from localkg.loaders.memory import arrow_uses_system_allocator, return_free_memory
-from localkg.loaders.rejects import RejectLog
+from localkg.loaders.rejects import RERUN_DUMP, RejectLog
 from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import compressed_position, open_binary
 from localkg.store.batch import ColumnBatch, FactBatch
@@ -351,7 +351,10 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
             return report
     changed_before = report.facts_loaded > 0 or report.nodes_added > 0
     workers = default_workers() if workers is None else max(0, int(workers))
-    rejects = RejectLog(kg.path, max_rejects)
+    rejects = RejectLog(kg.path, max_rejects, counted=report.rejected, how_to_go_on=RERUN_DUMP)
+    done = checkpoint.position
+    if done != Position():
+        rejects.written_through(report.facts_loaded, str(paths[done.file]), done.line)
     total = sum(p.stat().st_size for p in paths)
     bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=f"load {fmt.name}",
                disable=not progress, smoothing=0.1)
@@ -365,20 +368,20 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
             state_changed = False
 
             def write_batch() -> None:
-                """Stage the gathered chunks, then record their rejects and the checkpoint."""
+                """Stage the gathered chunks, then record the checkpoint (their rejects are recorded
+                as they arrive, so the one past --max-rejects stops the load before its batch)."""
                 nonlocal parts, parsed, state_changed, lines_here
+                meta = parsed[-1][0]
                 report.add_written(within_pool(writer.write, ColumnBatch.concat(parts)))
-                for meta, result in parsed:
+                for _, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines
-                    for number, reason, raw in result.rejects:
-                        rejects.reject(str(paths[meta.file]), number, reason, raw)
-                rejects.close()
-                meta = parsed[-1][0]
+                rejects.flush()
                 checkpoint.position = Position(meta.file, meta.end_offset, meta.end_line, meta.number + 1)
                 checkpoint.report = report.to_json()
                 store.save(checkpoint, state_changed)
                 crash_point("checkpointed")
+                rejects.written_through(report.facts_loaded, str(paths[meta.file]), meta.end_line)
                 parts, parsed, state_changed = [], [], False
                 return_free_memory()
                 bar.update(max(0, meta.compressed - bar.n))
@@ -397,13 +400,13 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                     damaged = error
                     break
                 crash_point("parsed")
+                for number, reason, raw in result.rejects:  # past --max-rejects: stops before the batch is staged
+                    rejects.reject(str(paths[meta.file]), number, reason, raw)
                 state_changed = fmt.absorb(result, checkpoint.state) or state_changed
                 parts.append(result.batch)
                 result.batch = FactBatch()
                 parsed.append((meta, result))
-                over_limit = max_rejects is not None and report.rejected + sum(
-                    len(r.rejects) for _, r in parsed) > max_rejects  # stop now, keeping the lines before
-                if over_limit or sum(m.size for m, _ in parsed) >= batch_bytes:
+                if sum(m.size for m, _ in parsed) >= batch_bytes:
                     write_batch()
             if parsed:
                 write_batch()

@@ -24,7 +24,7 @@ import orjson
 from tqdm import tqdm
 
 from localkg.errors import LoadError
-from localkg.loaders.rejects import RejectLog
+from localkg.loaders.rejects import NUL_REASON, RejectLog, has_nul
 from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import iter_lines, iter_lines_with_position, open_binary
 from localkg.store.kg import KG
@@ -130,6 +130,8 @@ def _parse_jsonl(line: str) -> tuple[str, str, str]:
     values = [record.get(key) for key in ("head", "relation", "tail")]
     if not all(isinstance(value, str) and value.strip() for value in values):
         raise Rejected("needs non-empty string fields head, relation and tail")
+    if has_nul(*values):  # written \u0000
+        raise Rejected(NUL_REASON)
     return values[0].strip(), values[1].strip(), values[2].strip()
 
 
@@ -159,6 +161,8 @@ class _RdfMapper:
         subject = self.node_id(triple.subject)
         predicate = triple.predicate.value
         obj = triple.object
+        if has_nul(subject, predicate, obj.value):  # pyoxigraph refuses it in IRIs, not in literals
+            raise Rejected(NUL_REASON)
         if isinstance(obj, pyoxigraph.Literal):
             if predicate in NAME_PREDICATES:
                 batch.add_entity(subject, name=obj.value, explicit=True, kind="entity")
@@ -226,31 +230,33 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
     """Load triple files into ``kg`` (appending, deduplicating) and return what happened.
 
     Raises :class:`LoadError` for an unreadable or truncated file and
-    :class:`TooManyRejectsError` past ``max_rejects``; what was read before either is kept,
-    and loading the same files again adds only what is missing.
+    :class:`TooManyRejectsError` at reject ``max_rejects + 1``; the batches written before either
+    are kept (not the one that holds the line), and loading the same files again adds only what
+    is missing.
     """
     if format not in FORMATS:
         raise LoadError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     started = time.perf_counter()
     report = LoadReport(format, [str(path) for path in paths])
+    for path in map(Path, paths):
+        if not path.exists():
+            raise LoadError(f"cannot read {path}: no such file")
     name_map = read_names(Path(names)) if names else {}
     rejects = RejectLog(kg.path, max_rejects)
     try:
         with kg.writer() as writer:
-            for raw_path in paths:
-                path = Path(raw_path)
-                if not path.exists():
-                    raise LoadError(f"cannot read {path}: no such file")
+            for path in map(Path, paths):
                 fmt = detect_format(path) if format == "auto" else format
-                batches = (_turtle_batches(path, batch_lines, report) if fmt == "ttl"
+                batches = (_turtle_batches(path, batch_lines, report, rejects) if fmt == "ttl"
                            else _line_batches(path, fmt, batch_lines, report, rejects))
                 bar = tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=path.name,
                            disable=not progress, leave=False)
                 with bar:
-                    for batch, position in batches:
+                    for batch, position, last_line in batches:
                         _apply_names(batch, name_map)
                         report.add_written(writer.write(batch))
                         report.chunks += 1
+                        rejects.written_through(report.facts_loaded, str(path), last_line)
                         bar.update(max(0, position - bar.n))
         report.complete = True
     finally:
@@ -272,6 +278,8 @@ def read_names(path: Path) -> dict[str, str]:
         node_id, _, name = line.partition("\t")
         if not name:
             raise LoadError(f"{path}:{number}: a names file has lines `id<TAB>name`")
+        if has_nul(line):
+            raise LoadError(f"{path}:{number}: a NUL character in the names file; remove it and load again")
         names[node_id] = name.strip()
     return names
 
@@ -337,9 +345,9 @@ def _without_line(message: str) -> str:
 
 
 def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
-                  rejects: RejectLog) -> Iterator[tuple[FactBatch, int]]:
+                  rejects: RejectLog) -> Iterator[tuple[FactBatch, int, int]]:
     """The file's lines parsed into batches, each with the bytes of the file (compressed, for a
-    compressed file) read by its end. A damaged file (a
+    compressed file) read by its end and its last line's number. A damaged file (a
     truncated ``.gz``) ends with its last batch, every complete line before the damage in it,
     then :class:`LoadError` saying so."""
     parse = _line_parser(fmt, path)
@@ -351,7 +359,7 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
         except StopIteration:
             break
         except LoadError as damage:
-            yield batch, position
+            yield batch, position, number_read
             raise LoadError(f"{damage}; the {number_read:,} lines read before it were loaded") from None
         number_read = number
         report.lines_read += 1
@@ -365,6 +373,9 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
             line = line.removeprefix(BOM)
         if not line.strip() or line.lstrip().startswith("#"):
             _skip(report, "blank line or comment")
+            continue
+        if has_nul(line):  # raw; the parsers check what their escapes make (JSON, N-Triples)
+            rejects.reject(str(path), number, NUL_REASON, raw)
             continue
         try:
             fact = parse(line, batch)
@@ -380,10 +391,10 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
             batch.add_fact(*fact)
         in_batch += 1
         if in_batch == batch_lines:
-            yield batch, position
+            yield batch, position, number
             batch, in_batch = FactBatch(), 0
     if batch.heads or batch.nodes:
-        yield batch, path.stat().st_size
+        yield batch, path.stat().st_size, number_read
 
 
 def _skip(report: LoadReport, reason: str) -> None:
@@ -391,7 +402,10 @@ def _skip(report: LoadReport, reason: str) -> None:
     report.skipped_by_reason[reason] = report.skipped_by_reason.get(reason, 0) + 1
 
 
-def _turtle_batches(path: Path, batch_lines: int, report: LoadReport) -> Iterator[tuple[FactBatch, int]]:
+def _turtle_batches(path: Path, batch_lines: int, report: LoadReport,
+                    rejects: RejectLog) -> Iterator[tuple[FactBatch, int, int]]:
+    """A Turtle document's statements in batches, as :func:`_line_batches` gives lines; the
+    statement's number stands for its line (pyoxigraph gives no positions), as in ``lines_read``."""
     import pyoxigraph
 
     mapper = _RdfMapper(path)
@@ -405,16 +419,20 @@ def _turtle_batches(path: Path, batch_lines: int, report: LoadReport) -> Iterato
                                            base_iri=path.resolve().as_uri()):
                 statements += 1
                 report.lines_read += 1  # statements: a Turtle statement may span lines
-                fact = mapper.add(triple, batch)
-                if fact is None:
-                    report.attributes += 1
+                try:
+                    fact = mapper.add(triple, batch)
+                except Rejected as reason:
+                    rejects.reject(str(path), statements, str(reason), str(triple))
                 else:
-                    batch.add_fact(*fact)
+                    if fact is None:
+                        report.attributes += 1
+                    else:
+                        batch.add_fact(*fact)
                 if statements % batch_lines == 0:
-                    yield batch, 0
+                    yield batch, 0, statements
                     batch = FactBatch()
     except SyntaxError as error:
-        yield batch, 0
+        yield batch, 0, statements
         raise LoadError(f"{path}: Turtle syntax error: {str(error).splitlines()[0]} "
                         f"(the {statements:,} statements before it were loaded)") from None
-    yield batch, path.stat().st_size
+    yield batch, path.stat().st_size, statements

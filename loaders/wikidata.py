@@ -24,6 +24,7 @@ import orjson
 from localkg.errors import LoadError
 from localkg.loaders.ntriples import BadLine, Literal, parse_triple
 from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank, split_lines
+from localkg.loaders.rejects import NUL_REASON, batch_has_nul
 from localkg.loaders.sources import open_binary
 from localkg.loaders.triples import literal_node_id
 from localkg.store.model import CVT, LITERAL
@@ -118,12 +119,27 @@ class WikidataJsonFormat(DumpFormat):
                 result.reject(number, "not a JSON object", line)
                 continue
             entities = record["entities"].values() if isinstance(record.get("entities"), dict) else [record]
+            if b"\\u0000" in line and self._loads_nul(entities):
+                result.reject(number, NUL_REASON, line)
+                continue
             for entity in entities:
                 try:
                     self._entity(entity, result)
                 except (KeyError, TypeError, AttributeError, ValueError) as error:
                     result.reject(number, f"malformed entity ({type(error).__name__}: {error})", line)
         return result
+
+    def _loads_nul(self, entities: Any) -> bool:
+        """Whether the line's entities would store a NUL character (written ``\\u0000`` in JSON), read
+        into a scratch batch: only what the load keeps counts (a NUL in a label in another
+        language, say, does not)."""
+        scratch = ChunkResult(FactBatch())
+        for entity in entities:
+            try:
+                self._entity(entity, scratch)
+            except (KeyError, TypeError, AttributeError, ValueError):
+                pass  # rejected as malformed by the real pass
+        return batch_has_nul(scratch.batch)
 
     def _entity(self, entity: dict[str, Any], result: ChunkResult) -> None:
         kind = entity.get("type")
@@ -247,6 +263,8 @@ class WikidataJsonFormat(DumpFormat):
 
 
 def _json_reason(line: bytes, error: Exception) -> str:
+    if b"\x00" in line:
+        return NUL_REASON
     try:
         line.decode("utf-8")
     except UnicodeDecodeError:

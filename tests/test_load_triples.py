@@ -253,6 +253,54 @@ def test_max_rejects_stops_with_a_clear_error(kg: KG, tmp_path: Path) -> None:
         load_triples(kg, [path], max_rejects=2, progress=False)
 
 
+def test_max_rejects_stops_at_reject_n_plus_1_keeping_only_the_batches_before_it(kg: KG, tmp_path: Path) -> None:
+    """As in the dump loaders (one mechanism, loaders/rejects.py): --max-rejects 1 stops at the
+    second reject; the batch that holds it (line 3's fact too) is not written, the batch before
+    is, and the message says so and how to go on."""
+    path = tmp_path / "kg.psv"
+    path.write_text("a|r|b\nc|r|d\ne|r|f\nbad\nbad\ng|r|h\n", encoding="utf-8")
+    with pytest.raises(TooManyRejectsError) as stopped:
+        load_triples(kg, [path], max_rejects=1, batch_lines=2, progress=False)
+    stored = set(map(tuple, kg.execute("MATCH (a:Node)-[f:Fact]->(b:Node) RETURN a.id, f.rel, b.id").get_all()))
+    assert stored == {("a", "r", "b"), ("c", "r", "d")}
+    rows = [line.split("\t") for line in (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    assert [row[1] for row in rows] == ["4", "5"]
+    assert (f"more than 1 lines rejected (--max-rejects 1): the load stopped at {path}:5 (expected 3 fields "
+            f"separated by '|', found 1) before writing the batch that holds it, so the store holds the 2 new facts "
+            f"of the lines up to {path}:2 and nothing of the lines after") in str(stopped.value)
+    assert "fix the file and load it again" in str(stopped.value)
+    with pytest.raises(TooManyRejectsError, match="the store holds nothing of this load"):
+        load_triples(kg, [path], max_rejects=0, progress=False)
+
+
+def test_a_nul_character_in_any_field_is_a_reject_with_its_line(kg: KG, tmp_path: Path) -> None:
+    """A NUL became an id (a node whose id is a lone NUL); now it is a reject reason in every
+    format, raw or written as an escape."""
+    files = {
+        "kg.tsv": b"a\tr\tb\n\x00\tr\tb\na\tr\x00\tb\n",
+        "kg.csv": b"a,r,b\na,r,\"x\x00\"\n",
+        "kg.psv": b"a|r|b\na|r|b\x00\n",
+        "kg.jsonl": b'{"head": "a", "relation": "r", "tail": "b"}\n{"head": "a", "relation": "r", "tail": "\\u0000"}\n'
+                    b'{"head": "a", "relation": "r", "tail": "\x00"}\n',
+        "kg.nt": b'<http://e/a> <http://e/r> <http://e/b> .\n<http://e/a> <http://e/r> "x\\u0000y" .\n'
+                 b'<http://e/a> <http://www.w3.org/2000/01/rdf-schema#label> "x\x00" .\n',
+        "kg.ttl": b'@prefix e: <http://e/> .\ne:a e:r e:b .\ne:a e:r "x\\u0000y" .\n',
+    }
+    expected = {"kg.tsv": [2, 3], "kg.csv": [2], "kg.psv": [2], "kg.jsonl": [2, 3], "kg.nt": [2, 3], "kg.ttl": [2]}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        report = load_triples(kg, [tmp_path / name], progress=False)
+        assert report.rejected_by_reason.get("NUL character") == len(expected[name]), name
+        rows = [line.split("\t") for line in (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+        assert [int(row[1]) for row in rows if row[0].endswith(name)] == expected[name]
+    names = tmp_path / "names.txt"
+    names.write_text("a\tThe \x00 A\n", encoding="utf-8")
+    with pytest.raises(LoadError, match="names.txt:1: a NUL character"):
+        load_triples(kg, [tmp_path / "kg.tsv"], names=names, progress=False)
+    texts = kg.execute("MATCH (n:Node) RETURN n.id, n.name, n.value").get_all()
+    assert not any("\x00" in text for row in texts for text in row if text)
+
+
 def test_truncated_gzip_and_missing_file(kg: KG, tmp_path: Path) -> None:
     whole = gzip.compress(("\n".join(f"a{i}|r|b{i}" for i in range(5000)) + "\n").encode())
     path = tmp_path / "cut.psv.gz"

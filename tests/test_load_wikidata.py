@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
-from localkg.errors import LoadError
+from localkg.errors import LoadError, TooManyRejectsError
 from localkg.loaders.wikidata import load_wikidata
 from localkg.store import KG
 
@@ -288,3 +288,86 @@ def test_docstring_examples() -> None:
 
     result = doctest.testmod(importlib.import_module("localkg.loaders.wikidata"))
     assert result.attempted > 0 and result.failed == 0
+
+
+def dump_with_bad_lines(path: Path, items: int, bad_every: int) -> Path:
+    """A JSON dump of ``items`` items (each Qn with one fact to Q1), a line of garbage after every
+    ``bad_every``-th."""
+    lines = ["["]
+    for number in range(2, items + 2):
+        lines.append(json.dumps(item(f"Q{number}", f"item {number}", [statement("P31", "wikibase-entityid",
+                                                                                {"id": "Q1"})])) + ",")
+        if number % bad_every == 0:
+            lines.append("{not json")
+    lines[-1] = lines[-1].rstrip(",")
+    path.write_text("\n".join(lines + ["]"]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_max_rejects_stops_at_reject_n_plus_1_keeping_only_the_batches_before_it(tmp_path: Path) -> None:
+    """As in `load freebase` (one mechanism, loaders/rejects.py): the third reject stops a load
+    with --max-rejects 2 before the batch that holds it; the batches before stay."""
+    source = dump_with_bad_lines(tmp_path / "bad.json", 120, 20)
+    raw = source.read_text(encoding="utf-8").splitlines()
+    bad = [number for number, line in enumerate(raw, 1) if line == "{not json"]
+    db = tmp_path / "db"
+    with KG.create(db) as kg:
+        with pytest.raises(TooManyRejectsError) as stopped:
+            load_wikidata(kg, [source], workers=0, progress=False, max_rejects=2, chunk_bytes=2 << 10,
+                          batch_bytes=2 << 10)
+        through = json.loads((db / "checkpoints" / "wikidata.json").read_text())["position"]["line"]
+        assert bad[1] < through < bad[2]
+        stored = {row[0] for row in kg.execute("MATCH (a:Node)-[f:Fact]->() RETURN a.id").get_all()}
+        assert stored == {json.loads(line.rstrip(","))["id"] for line in raw[:through] if line.startswith('{"type"')}
+    rows = (db / "rejects.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    assert [int(row.split("\t")[1]) for row in rows] == bad[:3]
+    assert (f"stopped at {source}:{bad[2]} (invalid JSON) before writing the batch that holds it, so the store holds "
+            f"the {len(stored):,} new facts of the lines up to {source}:{through}") in str(stopped.value)
+
+
+def test_cli_max_rejects_in_a_dump_of_one_batch_writes_nothing(tmp_path: Path) -> None:
+    source = dump_with_bad_lines(tmp_path / "bad.json", 120, 20)
+    stopped = CliRunner().invoke(main, ["load", "wikidata", str(source), "--db", str(tmp_path / "db"), "--workers",
+                                        "0", "--max-rejects", "2", "--quiet"])
+    assert stopped.exit_code == 1 and "Traceback" not in stopped.output
+    with KG.open(tmp_path / "db") as kg:
+        assert kg.stats().facts == 0
+    assert len((tmp_path / "db" / "rejects.tsv").read_text().splitlines()) == 1 + 3
+    assert "the store holds nothing of this load" in stopped.stderr.strip().splitlines()[-1]
+
+
+def test_a_nul_character_in_a_kept_field_is_a_reject_with_its_line(tmp_path: Path) -> None:
+    """A NUL (``\\u0000`` in JSON, or a raw byte) in anything the load keeps rejects the line; in
+    a label of a language the load drops, it does not."""
+    entities = [item("Q2", "fine", [statement("P31", "wikibase-entityid", {"id": "Q1"})]),
+                item("Q3\u0000", "nul id", []),
+                item("Q4", "nul\u0000label", []),
+                item("Q5", "nul value", [statement("P1448", "string", "a\u0000b")]),
+                item("Q6", "nul elsewhere", [], descriptions={"de": {"language": "de", "value": "x\u0000y"}})]
+    source = write_dump(tmp_path / "nul.json", entities)
+    with source.open("ab") as handle:
+        handle.write(b'{"type": "item", "id": "Q7", "labels": {"en": {"language": "en", "value": "raw\x00"}}}\n')
+    with KG.create(tmp_path / "db") as kg:
+        report = load_wikidata(kg, [source], workers=0, progress=False)
+        ids = {row[0] for row in kg.execute("MATCH (n:Node) RETURN n.id").get_all()}
+        values = [v for row in kg.execute("MATCH (n:Node) RETURN n.name, n.value").get_all() for v in row if v]
+    assert report.rejected_by_reason == {"NUL character": 4}
+    rows = [row.split("\t") for row in (tmp_path / "db" / "rejects.tsv").read_text().splitlines()[1:]]
+    assert [int(row[1]) for row in rows] == [3, 4, 5, 8]
+    assert {"Q2", "Q6"} <= ids and not any("\x00" in text for text in ids | set(values))
+
+
+def test_a_nul_character_in_the_truthy_dump_is_a_reject_with_its_line(tmp_path: Path) -> None:
+    source = tmp_path / "truthy.nt"
+    source.write_bytes(b"<http://www.wikidata.org/entity/Q2> <http://www.wikidata.org/prop/direct/P31> "
+                       b"<http://www.wikidata.org/entity/Q1> .\n"
+                       b"<http://www.wikidata.org/entity/Q3> <http://www.wikidata.org/prop/direct/P1448> "
+                       b"\"a\\u0000b\" .\n"
+                       b"<http://www.wikidata.org/entity/Q4> <http://www.w3.org/2000/01/rdf-schema#label> "
+                       b"\"raw\x00\"@en .\n")
+    with KG.create(tmp_path / "db") as kg:
+        report = load_wikidata(kg, [source], workers=0, progress=False)
+        ids = {row[0] for row in kg.execute("MATCH (n:Node) RETURN n.id").get_all()}
+    assert report.rejected_by_reason == {"NUL character": 2} and report.facts_loaded == 1
+    rows = [row.split("\t") for row in (tmp_path / "db" / "rejects.tsv").read_text().splitlines()[1:]]
+    assert [int(row[1]) for row in rows] == [2, 3] and not any("\x00" in node for node in ids)
