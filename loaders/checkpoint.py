@@ -59,6 +59,12 @@ def load_identity(paths: Sequence[Path], options: dict[str, Any]) -> dict[str, A
             "options": options}
 
 
+def load_key(identity: Any) -> str:
+    """A short name for one load (its identity as JSON, digested), which its staged writes carry
+    as their origin (``LoadReport.add_recovered``)."""
+    return hashlib.blake2b(json.dumps(identity, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+
 def fingerprint(path: Path) -> str:
     """BLAKE2b of the first 64 KiB of decompressed content (stable across recompression and appends)."""
     with open_binary(path) as handle:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from localkg.errors import LoadError
-from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity
+from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity, load_key
 from localkg.loaders.memory import arrow_uses_system_allocator, return_free_memory
 from localkg.loaders.rejects import RERUN_DUMP, RejectLog
 from localkg.loaders.report import LoadReport
@@ -363,16 +363,19 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     lines_here = 0
     try:
         with within_pool(kg.writer) as writer:
+            key = load_key(identity)
+            report.add_recovered(writer.recovered, key, (done.file, done.line))
             parts: list[ColumnBatch] = []
             parsed: list[tuple[Chunk, ChunkResult]] = []
             state_changed = False
 
             def write_batch() -> None:
-                """Stage the gathered chunks, then record the checkpoint (their rejects are recorded
-                as they arrive, so the one past --max-rejects stops the load before its batch)."""
+                """Stage the gathered chunks and record the checkpoint, then flush if enough has
+                gathered (so a crash in the flush resumes after this batch, which it finds staged)."""
                 nonlocal parts, parsed, state_changed, lines_here
                 meta = parsed[-1][0]
-                report.add_written(within_pool(writer.write, ColumnBatch.concat(parts)))
+                origin = {"load": key, "through": [meta.file, meta.end_line]}
+                report.add_written(within_pool(writer.stage, ColumnBatch.concat(parts), origin))
                 for _, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines
@@ -383,6 +386,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 crash_point("checkpointed")
                 rejects.written_through(report.facts_loaded, str(paths[meta.file]), meta.end_line)
                 parts, parsed, state_changed = [], [], False
+                within_pool(writer.flush_when_full)
                 return_free_memory()
                 bar.update(max(0, meta.compressed - bar.n))
                 elapsed = time.perf_counter() - started

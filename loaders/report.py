@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from localkg.loaders.parallel import ChunkResult
-    from localkg.store.writer import WriteCounts
+    from localkg.store.writer import StagedWrite, WriteCounts
 
 
 @dataclass
@@ -53,6 +53,23 @@ class LoadReport:
         self.facts_loaded += counts.facts_added
         self.duplicates += counts.duplicates
         self.nodes_added += counts.nodes_added
+
+    def add_recovered(self, writes: Sequence["StagedWrite"], load: str, after: Sequence[int] = (0, 0)) -> None:
+        """Count the writes that an interrupted run of this load (``origin["load"] == load``) staged
+        beyond the line the report covers (``origin["through"]`` past ``after``: file index, line),
+        and that the writer opening now saw into the store.
+
+        Their new facts and nodes are this load's, although no report of the interrupted run
+        counted them; and the lines that said them, read again from ``after``, will count those
+        facts as duplicates (the store holds them by then), so they are taken off the duplicates
+        here. Without this, a rerun after a recovered flush reported none of what it added.
+        """
+        for write in writes:
+            origin = write.origin if isinstance(write.origin, dict) else {}
+            if origin.get("load") == load and tuple(origin.get("through", ())) > tuple(after):
+                self.facts_loaded += write.counts.facts_added
+                self.nodes_added += write.counts.nodes_added
+                self.duplicates -= write.counts.facts_added
 
     def add_parsed(self, result: "ChunkResult") -> None:
         self.chunks += 1

@@ -24,6 +24,7 @@ import orjson
 from tqdm import tqdm
 
 from localkg.errors import LoadError
+from localkg.loaders.checkpoint import load_key
 from localkg.loaders.rejects import NUL_REASON, RejectLog, has_nul
 from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import iter_lines, iter_lines_with_position, open_binary
@@ -232,7 +233,8 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
     Raises :class:`LoadError` for an unreadable or truncated file and
     :class:`TooManyRejectsError` at reject ``max_rejects + 1``; the batches written before either
     are kept (not the one that holds the line), and loading the same files again adds only what
-    is missing.
+    is missing. Writes that an interrupted load of the same files staged count as this load's
+    (``LoadReport.add_recovered``).
     """
     if format not in FORMATS:
         raise LoadError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
@@ -245,7 +247,9 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
     rejects = RejectLog(kg.path, max_rejects)
     try:
         with kg.writer() as writer:
-            for path in map(Path, paths):
+            key = _load_key(paths, format, names)
+            report.add_recovered(writer.recovered, key)
+            for index, path in enumerate(map(Path, paths)):
                 fmt = detect_format(path) if format == "auto" else format
                 batches = (_turtle_batches(path, batch_lines, report, rejects) if fmt == "ttl"
                            else _line_batches(path, fmt, batch_lines, report, rejects))
@@ -254,7 +258,7 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
                 with bar:
                     for batch, position, last_line in batches:
                         _apply_names(batch, name_map)
-                        report.add_written(writer.write(batch))
+                        report.add_written(writer.write(batch, {"load": key, "through": [index, last_line]}))
                         report.chunks += 1
                         rejects.written_through(report.facts_loaded, str(path), last_line)
                         bar.update(max(0, position - bar.n))
@@ -266,6 +270,12 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
         report.rejects_file = str(rejects.path) if rejects.total else ""
         report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _load_key(paths: Sequence[str | Path], format: str, names: str | Path | None) -> str:
+    """What makes two triple loads the same load: the files (as they are now) and the options."""
+    files = [[str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns] for path in map(Path, paths)]
+    return load_key({"files": files, "format": format, "names": str(Path(names).resolve()) if names else ""})
 
 
 def read_names(path: Path) -> dict[str, str]:

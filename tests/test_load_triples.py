@@ -4,6 +4,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -342,6 +343,26 @@ def test_killed_load_leaves_an_openable_database_and_resumes(tmp_path: Path, sha
         resumed = load_triples(kg, [source], progress=False)
         assert resumed.facts_loaded == 272_115 - partial
         assert kg.stats().facts == 272_115
+
+
+@pytest.mark.parametrize("crash_at", ["copying Fact:1", "staged:2"])
+def test_the_run_after_a_killed_load_reports_what_it_added(tmp_path: Path, crash_at: str) -> None:
+    """A load killed in its flush (or after staging) leaves its batches staged; the next load of
+    the same file sees them into the store, and they are this load's facts, not duplicates (was:
+    facts_loaded 0 after a recovered flush of the whole file)."""
+    from localkg.store.crashpoints import ENV
+
+    db, source = tmp_path / "db", tmp_path / "kg.tsv"
+    source.write_text("".join(f"e{i}\tr{i % 7}\te{i + 1}\n" for i in range(3000)), encoding="utf-8")
+    code = ("from localkg.store import KG\nfrom localkg.loaders.triples import load_triples\n"
+            f"with KG.open({str(db)!r}, create=True) as kg:\n"
+            f"    load_triples(kg, [{str(source)!r}], batch_lines=1000, progress=False)\n")
+    killed = subprocess.run([sys.executable, "-c", code], env={**os.environ, ENV: crash_at}, capture_output=True)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    with KG.open(db) as kg:
+        rerun = load_triples(kg, [source], batch_lines=1000, progress=False)
+        assert (rerun.facts_loaded, rerun.duplicates, rerun.nodes_added) == (3000, 0, 3001)
+        assert kg.stats().facts == 3000
 
 
 def test_summary_is_json_serialisable(kg: KG, tmp_path: Path) -> None:

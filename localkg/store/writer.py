@@ -11,7 +11,9 @@ table is copied in its own transaction with a reopen after it (a relationship
 take rows in pieces (:func:`keyed_pieces`: a larger merge makes kuzu 0.11.3
 lose keys). Updates of stored nodes wait under ``DB/pending/`` and are applied
 by ``seq`` range when the writer closes. A crash at any step loses nothing: the
-next writer finishes the flush or the close it finds recorded. The reasons and
+next writer finishes the flush or the close it finds recorded, and lists the
+batches it found staged with the origin their writer gave each
+(``GraphWriter.recovered``), so a load can count what it had staged itself. The reasons and
 measurements are in docs/architecture.md and docs/benchmarks.md.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -95,6 +97,7 @@ class GraphWriter:
         self.totals = WriteCounts()
         self._changed = bool(kg.manifest.get(_UNFINISHED))  # a writer that changed the graph died before closing
         self._flush_failed = False
+        self.recovered = staged_writes(kg.path)  # an interrupted writer's batches: in the store once this opens
         self._recover_staged()
         self._hubs = pa.array([row[0] for row in kg._run("MATCH (n:Node) WHERE n.hub RETURN n.id")], pa.string())
         self._staged_rows = 0
@@ -330,8 +333,17 @@ class GraphWriter:
             keyset.compact()
 
     # ------------------------------------------------------------------ writing
-    def write(self, batch: FactBatch | ColumnBatch) -> WriteCounts:
-        """Append one batch (staged; durable once this returns); return what it added."""
+    def write(self, batch: FactBatch | ColumnBatch, origin: Any = None) -> WriteCounts:
+        """Append one batch (staged; durable once this returns) and flush when enough rows have
+        gathered; return what it added. ``origin`` (JSON) says where the batch came from: a later
+        writer that finds the batch staged and commits it lists it in :attr:`recovered`."""
+        counts = self.stage(batch, origin)
+        self.flush_when_full()
+        return counts
+
+    def stage(self, batch: FactBatch | ColumnBatch, origin: Any = None) -> WriteCounts:
+        """:meth:`write` without the flush, for a loader that records its progress between the two
+        (a crash in the flush then finds the batch recorded as written)."""
         columns = batch.columns() if isinstance(batch, FactBatch) else batch
         self._write_relations(columns)
         self.staged.mkdir(parents=True, exist_ok=True)
@@ -347,7 +359,8 @@ class GraphWriter:
         counts.facts_added, counts.duplicates, new_facts = self._stage_facts(columns, pending, target)
         self._stage_summaries(new_facts, target)
         if any(target.iterdir()):
-            staged = {"nodes": counts.nodes_added, "facts": counts.facts_added, "labels": labels, "names": names}
+            staged = {"nodes": counts.nodes_added, "facts": counts.facts_added, "labels": labels, "names": names,
+                      "origin": origin}
             (target / "counts.json").write_text(json.dumps(staged))
             target.rename(self.staged / f"{number:08d}")
             self._staged_rows += counts.nodes_added + counts.facts_added
@@ -359,9 +372,12 @@ class GraphWriter:
                 self.keys[name].add(pending[name], pending.get("seq") if name == "nodes" else None)
         self.totals += counts
         self._changed = self._changed or counts.facts_added > 0 or counts.nodes_added > 0 or counts.nodes_updated > 0
+        return counts
+
+    def flush_when_full(self) -> None:
+        """Flush once the staged nodes and facts reach ``flush_rows``."""
         if self._staged_rows >= self.flush_rows:
             self.flush()
-        return counts
 
     def flush(self) -> None:
         """Copy every staged batch into Kùzu, one table per transaction, reopening the database
@@ -620,6 +636,25 @@ def staged_batches(path: Path) -> list[Path]:
     if not staged.is_dir():
         return []
     return sorted(batch for batch in staged.iterdir() if batch.is_dir() and batch.name.isdigit())
+
+
+@dataclass
+class StagedWrite:
+    """A batch that an interrupted writer staged, as the next writer found it on opening (and then
+    saw into the store): the ``origin`` its writer gave it, and the new nodes and facts it holds."""
+
+    origin: Any
+    counts: WriteCounts
+
+
+def staged_writes(path: Path) -> list[StagedWrite]:
+    """The staged batches of the store at ``path``, oldest first, with their origins and counts."""
+    writes = []
+    for batch in staged_batches(path):
+        staged = json.loads((batch / "counts.json").read_text())
+        writes.append(StagedWrite(staged.get("origin"), WriteCounts(facts_added=staged["facts"],
+                                                                    nodes_added=staged["nodes"])))
+    return writes
 
 
 def flush_record(path: Path) -> dict | None:
