@@ -190,12 +190,14 @@ class KG:
     def reopen(self) -> None:
         """Close and open the database again, with the same mode and buffer pool.
 
-        Why: after a committed ``COPY`` Kùzu 0.11.3 keeps memory until the database closes, and
-        a load that flushes many times keeps more each time: on an 8M-line Freebase dump (512 MiB
-        pool, flushes of about 1M rows) the writer's anonymous memory before its fourth flush was
-        683 MB, and 217 MB when reopened after each flush (docs/benchmarks.md, "What a flush holds").
+        Why: after a committed ``COPY`` Kùzu 0.11.3 keeps memory until the database closes, so a
+        load that flushes many times would hold more at every flush; the writer reopens after each
+        (docs/architecture.md, the write path; the figures are in docs/benchmarks.md, "What a
+        flush holds").
+        The store stays unsealed in between: only the final :meth:`close` seals it.
         """
-        self.close()
+        self._connection.close()
+        self._database.close()
         self._database = _open_database(self.path, self.read_only, self.buffer_pool_bytes)
         self._connection = kuzu.Connection(self._database)
 
@@ -272,11 +274,11 @@ class KG:
     # ------------------------------------------------------------------ primitives
     def node(self, entity: str) -> NodeRecord:
         """Everything stored about one node; raises :class:`UnknownEntityError` if absent."""
-        rows = self._run(
+        rows = self._logged("node", {"entity": entity}, lambda: self._run(
             "MATCH (n:Node {id: $id}) RETURN n.id, n.name, n.kind, n.aliases, n.description, n.types, "
             "n.value, n.datatype, n.lang",
             {"id": entity},
-        )
+        ))
         if not rows:
             raise UnknownEntityError(f"no node with id {entity!r}")
         row = rows[0]
@@ -284,7 +286,8 @@ class KG:
                           row[6] or "", row[7] or "", row[8] or "")
 
     def has_node(self, entity: str) -> bool:
-        return bool(self._run("MATCH (n:Node {id: $id}) RETURN n.id", {"id": entity}))
+        return bool(self._logged("has_node", {"entity": entity},
+                                 lambda: self._run("MATCH (n:Node {id: $id}) RETURN n.id", {"id": entity})))
 
     def name(self, entity: str) -> str:
         """The display name: the name, a literal's value, or "(mediator)" for an unnamed CVT.
@@ -471,26 +474,28 @@ class KG:
 
     def stats(self) -> Stats:
         """Counts of entities, CVTs, literals, facts, relations and labels."""
-        kinds = dict(self._run("MATCH (n:Node) RETURN n.kind, count(*)"))
-        facts = self._run("MATCH ()-[f:Fact]->() RETURN count(*)")[0][0]
-        relations = self._run("MATCH (r:Relation) RETURN count(*)")[0][0]
-        labels = self._run("MATCH (l:Label) RETURN count(*)")[0][0]
+        def run() -> list:
+            return [self._run(query) for query in _STATS]
+
+        kind_rows, [[facts]], [[relations]], [[labels]] = self._logged("stats", {}, run)
+        kinds = dict(kind_rows)
         return Stats(int(kinds.get("entity", 0)), int(kinds.get(CVT, 0)), int(kinds.get(LITERAL, 0)),
                      int(facts), int(relations), int(labels))
 
     def relation_catalogue(self) -> list[tuple[str, str, str, int]]:
         """Every relation as (id, label, description, fact count), most used first."""
-        rows = self._run("MATCH (r:Relation) RETURN r.id, r.label, r.description, r.facts ORDER BY r.facts DESC, r.id")
+        rows = self._logged("relation_catalogue", {}, lambda: self._run(
+            "MATCH (r:Relation) RETURN r.id, r.label, r.description, r.facts ORDER BY r.facts DESC, r.id"))
         return [(r[0], r[1] or r[0], r[2] or "", int(r[3] or 0)) for r in rows]
 
     def iter_nodes(self, kinds: Sequence[str] = ("entity",), batch: int = 50_000) -> Iterable[list[NodeRecord]]:
         """All nodes of the given kinds, in batches, in insertion order (for index building)."""
         skip = 0
         while True:
-            rows = self._run(
+            rows = self._logged("iter_nodes", {"kinds": list(kinds), "skip": skip}, lambda: self._run(
                 "MATCH (n:Node) WHERE list_contains($kinds, n.kind) RETURN n.id, n.name, n.kind, n.aliases, "
                 "n.description, n.types, n.value, n.datatype, n.lang SKIP $skip LIMIT $limit",
-                {"kinds": list(kinds), "skip": skip, "limit": batch})
+                {"kinds": list(kinds), "skip": skip, "limit": batch}))
             if not rows:
                 return
             yield [NodeRecord(r[0], r[1] or "", r[2], tuple(r[3] or ()), r[4] or "", tuple(r[5] or ()),
@@ -531,6 +536,8 @@ _EDGE_RELATIONS = {  # the parts of a non-hub's relation count, by direction
         "MATCH (r:Relation {id: rel}) RETURN rel, r.label, 'in', n",
 }
 _EDGE_RELATIONS[BOTH] = f"{_EDGE_RELATIONS[OUT]} UNION ALL {_EDGE_RELATIONS[IN]}"
+_STATS = ("MATCH (n:Node) RETURN n.kind, count(*)", "MATCH ()-[f:Fact]->() RETURN count(*)",
+          "MATCH (r:Relation) RETURN count(*)", "MATCH (l:Label) RETURN count(*)")
 
 
 def _check_direction(direction: str) -> None:
