@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from localkg.errors import CheckpointError
 from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context, get_reasoner
 from localkg.store import KG
@@ -175,9 +176,6 @@ def test_depth_from_distance_keeps_the_papers_search_for_several_topics(football
     assert "sufficient" in [c["step"] for c in result.llm_calls]
 
 
-def test_depth_from_distance_without_a_checkpoint_gives_no_answer_with_the_reason(films, scorer, tmp_path):
-    llm = ScriptedLLM({})
-    result = reasoner(films, llm, scorer, depth_from="distance", checkpoint=str(tmp_path / "none.pt")).answer(
-        "who directed Top Hat", ["Top Hat"])
-    assert result.answers == [] and "needs a trained fog checkpoint" in result.notes[-1]
-    assert result.llm_calls == []
+def test_depth_from_distance_without_a_checkpoint_is_refused_when_built(films, scorer, tmp_path):
+    with pytest.raises(CheckpointError, match="needs a trained fog checkpoint"):
+        reasoner(films, ScriptedLLM({}), scorer, depth_from="distance", checkpoint=str(tmp_path / "none.pt"))

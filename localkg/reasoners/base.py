@@ -15,7 +15,8 @@ import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from pathlib import Path as FsPath
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, runtime_checkable
 
 from localkg.errors import PromptTooLongError, UnknownEntityError, UnknownReasonerError
 from localkg.reasoners.settings import NoSettings, parse_settings
@@ -161,6 +162,27 @@ class Context:
         return self._linker
 
 
+@dataclass(frozen=True)
+class Uses:
+    """What a reasoner settled on its store when it was built: the value each ``auto`` setting
+    took (``relations``: ``embed`` or ``trained``) and the trained checkpoint files it reads. An
+    evaluation records it, so a run says what it measured and a resumed run cannot mix two."""
+
+    settings: dict[str, str] = field(default_factory=dict)
+    checkpoints: tuple[FsPath, ...] = ()
+
+    def __or__(self, other: "Uses") -> "Uses":
+        return Uses({**self.settings, **other.settings}, tuple(dict.fromkeys(self.checkpoints + other.checkpoints)))
+
+
+@runtime_checkable
+class SettlesOnStore(Protocol):
+    """A part of a reasoner that settles something on the store when it is built (the relation
+    ranking, the answer-distance head): it says what in :meth:`uses`."""
+
+    def uses(self) -> Uses: ...
+
+
 class Reasoner(ABC):
     """Base class: subclasses set ``name`` and ``Settings`` (a frozen dataclass of typed settings
     with defaults) and implement :meth:`solve`; ``self.settings`` is the validated instance."""
@@ -177,6 +199,15 @@ class Reasoner(ABC):
     @property
     def kg(self) -> KG:
         return self.context.kg
+
+    def uses(self) -> Uses:
+        """What this reasoner settled on its store (:class:`Uses`), gathered from the parts it
+        holds that settle something; a reasoner that settles more itself adds its own."""
+        settled = Uses()
+        for part in vars(self).values():
+            if isinstance(part, SettlesOnStore):
+                settled = settled | part.uses()
+        return settled
 
     @property
     def llm(self) -> "LLM":

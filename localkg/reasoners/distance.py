@@ -15,6 +15,7 @@ import numpy as np
 
 from localkg.errors import CheckpointError
 from localkg.fog.location import checkpoint_location
+from localkg.reasoners.base import Uses
 
 if TYPE_CHECKING:
     from localkg.fog.scoring import TrainedTripleScorer
@@ -34,32 +35,41 @@ class DistanceSettings:
 
 
 class AnswerDistance:
-    """P(the answer lies d hops out), d = 0..L, from the checkpoint at ``checkpoint`` ("" → the
-    database's ``fog/scorer.pt``), loaded on first use."""
+    """P(the answer lies d hops out), d = 0..L, from the fog checkpoint of a reasoner's
+    :class:`DistanceSettings` (``checkpoint`` "" → the database's ``fog/scorer.pt``).
 
-    def __init__(self, context: Any, checkpoint: str, device: str):
-        self.context = context
-        self.checkpoint = checkpoint
-        self.device = device
+    With ``depth_from=distance`` the checkpoint is loaded when the reasoner is built: one that is
+    missing, damaged or has no answer-distance head is a :class:`CheckpointError` then, since
+    every question would fail the same way (an evaluation must stop, not score them unanswered).
+    """
+
+    def __init__(self, context: Any, settings: DistanceSettings):
+        self._path = checkpoint_location(settings.checkpoint, context.kg.path)
         self._scorer: TrainedTripleScorer | None = None
+        if settings.depth_from == "distance":
+            self._scorer = self._load(self._path, context.scorer.embedder, settings.device)
 
-    def predict(self, query: str) -> tuple[np.ndarray | None, str]:
-        """``(probabilities, "")`` for ``query`` (the question without its topic names), or
-        ``(None, reason)`` when there is no usable checkpoint, the reason ready for a "no answer
-        found" note."""
+    @staticmethod
+    def _load(path: Any, embedder: Any, device: str) -> "TrainedTripleScorer":
         from localkg.fog.scoring import TrainedTripleScorer  # torch and the model code: only for depth_from=distance
 
         try:
-            if self._scorer is None:
-                path = checkpoint_location(self.checkpoint, self.context.kg.path)
-                self._scorer = TrainedTripleScorer.from_checkpoint(path, self.context.scorer.embedder, self.device)
+            scorer = TrainedTripleScorer.from_checkpoint(path, embedder, device)
         except CheckpointError as error:
-            return None, f"depth_from=distance needs a trained fog checkpoint: {error}"
-        distance = self._scorer.answer_distance(query)
-        if distance is None:
-            return None, ("depth_from=distance needs a fog checkpoint with an answer-distance head "
-                          "(retrain with `localkg train fog`)")
-        return distance, ""
+            raise CheckpointError(f"depth_from=distance needs a trained fog checkpoint: {error}") from None
+        if scorer.model.distance_head is None:
+            raise CheckpointError(f"depth_from=distance needs a fog checkpoint with an answer-distance head; {path} "
+                                  "has none (retrain with `localkg train fog`)")
+        return scorer
+
+    def uses(self) -> Uses:
+        """The fog checkpoint, when the depth comes from it."""
+        return Uses({}, (self._path,)) if self._scorer is not None else Uses()
+
+    def predict(self, query: str) -> np.ndarray:
+        """The distance probabilities for ``query`` (the question without its topic names); only
+        for a reasoner built with ``depth_from=distance``."""
+        return self._scorer.answer_distance(query)  # type: ignore[union-attr,return-value]
 
 
 def likely_depth(distance: np.ndarray, cap: int) -> int:

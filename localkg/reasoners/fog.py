@@ -32,7 +32,7 @@ from localkg.errors import PromptTooLongError
 from localkg.fog.features import TripleKey, bfs_levels, triple_key
 from localkg.fog.location import checkpoint_location
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
-from localkg.reasoners.base import Answer, Reasoner, Result, register, skipped_call
+from localkg.reasoners.base import Answer, Reasoner, Result, Uses, register, skipped_call
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter
 from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
 from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
@@ -144,6 +144,15 @@ class FoGReasoner(Reasoner):
         self.relations = RelationRanking(context, "embed" if own else self.settings.relations, self.settings.device)
 
     # ------------------------------------------------------------------ scorer
+    def uses(self) -> Uses:
+        """Besides the relation ranking: what scores the triples, fog's own checkpoint, the path
+        scorer (``relations=trained``) or similarity, and fog's checkpoint when it is that."""
+        if self.relations.mode == "trained":
+            return super().uses() | Uses({"triple_scores": "path scorer"})
+        if self._own_checkpoint is not None:
+            return super().uses() | Uses({"triple_scores": "fog checkpoint"}, (self._own_checkpoint,))
+        return super().uses() | Uses({"triple_scores": "similarity"})
+
     def checkpoint_path(self) -> FsPath | None:
         return checkpoint_location(self.settings.checkpoint, None if self.kg is None else self.kg.path)
 

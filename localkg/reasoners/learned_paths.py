@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from localkg import prompts
-from localkg.reasoners.base import Answer, Reasoner, Result, register
+from localkg.reasoners.base import Answer, Reasoner, Result, Uses, register
 from localkg.reasoners.common import ask_choice
 from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
 from localkg.retrieval.walk import path_text
 
-if TYPE_CHECKING:  # the ranker's features use the reasoners' relation words: imported when first used
-    from localkg.retrieval.ranking import PathRanker, ScoredPath
+if TYPE_CHECKING:  # the ranker's features use the reasoners' relation words: imported when first built
+    from localkg.retrieval.ranking import ScoredPath
 
 PROMPTS = "learned_paths"
 
@@ -47,17 +47,17 @@ class LearnedPathsReasoner(Reasoner):
     Settings = LearnedPathsReasonerSettings
 
     def __init__(self, context: Any, **overrides: Any):
+        """Loads the scorer now: a checkpoint that is missing, damaged or from another store is a
+        :class:`~localkg.errors.CheckpointError` before any question, not one per question."""
+        from localkg.retrieval.ranking import PathRanker
+
         super().__init__(context, **overrides)
-        self._ranker: PathRanker | None = None
+        self.ranker = PathRanker(self.kg, self.settings.checkpoint or None, embedder=self.context.scorer.embedder,
+                                 beam=self.settings.beam)
 
-    @property
-    def ranker(self) -> "PathRanker":
-        if self._ranker is None:
-            from localkg.retrieval.ranking import PathRanker
-
-            self._ranker = PathRanker(self.kg, self.settings.checkpoint or None,
-                                      embedder=self.context.scorer.embedder, beam=self.settings.beam)
-        return self._ranker
+    def uses(self) -> Uses:
+        """The path scorer it executes, for the run's record."""
+        return super().uses() | Uses({}, (self.ranker.path,))
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         routes = self.ranker.rank_paths(question, topics, k=self.settings.k)

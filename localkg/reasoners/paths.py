@@ -111,7 +111,7 @@ class PathsReasoner(Reasoner):
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
-        self._distance = AnswerDistance(context, self.settings.checkpoint, self.settings.device)
+        self._distance = AnswerDistance(context, self.settings)
         self.relations = RelationRanking(context, self.settings.relations, self.settings.device)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
@@ -121,10 +121,7 @@ class PathsReasoner(Reasoner):
         query = without_mentions(question, [n.display for n in nodes])
         head_depth = None
         if self.settings.depth_from == "distance" and len(nodes) == 1:
-            distance, reason = self._distance.predict(query)
-            if distance is None:
-                notes.append(f"no answer found: {reason}")
-                return
+            distance = self._distance.predict(query)
             head_depth = likely_depth(distance, self.settings.max_depth)
             notes.append(describe(distance, head_depth))
         trained_depth = head_depth is not None

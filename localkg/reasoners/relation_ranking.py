@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 
+from localkg.reasoners.base import Uses
 from localkg.reasoners.common import Move, rank_moves
 from localkg.reasoners.relation_paths import path_similarities
 from localkg.retrieval.location import default_checkpoint
@@ -47,6 +48,10 @@ class RelationRanking:
         self._ranker: PathRanker | None = None
         if self.mode == "trained":
             self._ranker_for()  # a missing or mismatched checkpoint is refused now, not mid-question
+
+    def uses(self) -> Uses:
+        """The mode ``auto`` settled on, and the path scorer when it is the one ranking."""
+        return Uses({"relations": self.mode}, (self._path,) if self.mode == "trained" else ())
 
     @property
     def description(self) -> str:

@@ -101,7 +101,7 @@ class ThinkOnGraph(Reasoner):
 
     def __init__(self, context: Any, **overrides: Any):
         super().__init__(context, **overrides)
-        self._distance = AnswerDistance(context, self.settings.checkpoint, self.settings.device)
+        self._distance = AnswerDistance(context, self.settings)
         self.relations = RelationRanking(context, self.settings.relations, self.settings.device)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
@@ -109,10 +109,7 @@ class ThinkOnGraph(Reasoner):
         query = without_mentions(question, [node.display for node in starts])
         distance = None
         if self.settings.depth_from == "distance":
-            distance, reason = self._distance.predict(query)
-            if distance is None:
-                result.notes.append(f"no answer found: {reason}")
-                return
+            distance = self._distance.predict(query)
         max_depth = self.settings.depth if distance is None else likely_depth(distance, self.settings.depth)
         if distance is not None:
             result.notes.append(describe(distance, max_depth))
