@@ -213,20 +213,25 @@ def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Pat
 
 
 # ---------------------------------------------------------------- demo
+REASONER_HELP = ("Registered reasoner name (default: the best the store supports, learned-paths when it has a "
+                 "trained path scorer, `localkg train paths`; else tog).")
+
+
 @main.command()
 @click.option("--db", "db", type=click.Path(path_type=Path), default=None,
               help="Where to build the demo database (default: the user cache directory).")
 @click.option("--question", default=None, help="Ask this instead of the demo question (linked to the graph).")
-@click.option("--reasoner", default="tog", show_default=True, help="Registered reasoner name.")
+@click.option("--reasoner", default=None, help=REASONER_HELP)
 @friendly_errors
-def demo(db: Path | None, question: str | None, reasoner: str) -> None:
+def demo(db: Path | None, question: str | None, reasoner: str | None) -> None:
     """Build the bundled movie graph (first use) and answer a question with its evidence."""
     from localkg.demo import DEMO_QUESTION, DEMO_TOPIC, ensure_demo_db
     from localkg.reasoners.base import Context, get_reasoner
     from localkg.store import KG
 
-    reasoner_class = get_reasoner(reasoner)
     path = ensure_demo_db(db, progress=True)
+    reasoner = pick_reasoner(path, reasoner)
+    reasoner_class = get_reasoner(reasoner)
     with KG.open(path) as kg:
         counts = kg.stats()
         click.echo(f"demo graph at {path}: {counts.entities:,} entities, {counts.facts:,} facts")
@@ -272,7 +277,7 @@ def eval_group() -> None:
 @click.argument("questions", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--db", "db", type=click.Path(path_type=Path),
               help="Database directory (not needed for per-question-subgraph files, --format rog).")
-@click.option("--reasoner", default="embed-path", show_default=True, help="Registered reasoner name.")
+@click.option("--reasoner", default=None, help=REASONER_HELP)
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", "metaqa", "pathquestion", "worldcup", "tog", "rog", "mintaka",
                                  "simplequestions", "jsonl"]), help="Questions file format.")
@@ -288,7 +293,7 @@ def eval_group() -> None:
 @fan_out_options
 @llm_options
 @friendly_errors
-def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: int | None, sample: int | None,
+def eval_run(questions: Path, db: Path | None, reasoner: str | None, fmt: str, limit: int | None, sample: int | None,
              seed: int, out: Path | None, resume: bool, settings: tuple[str, ...], workers: str, ray: str | None,
              model: Path | None, n_ctx: int, n_gpu_layers: int, llm_threads: int | None, prompt_style: str | None,
              llm_cache: Path | None) -> None:
@@ -296,12 +301,8 @@ def eval_run(questions: Path, db: Path | None, reasoner: str, fmt: str, limit: i
     from localkg.evaluation.harness import EvalConfig, run_eval
     from localkg.evaluation.workers import resolve_workers
 
-    parsed = {}
-    for setting in settings:
-        key, sep, value = setting.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {setting!r}", param_hint="--set")
-        parsed[key.strip()] = value.strip()
+    parsed = parse_settings(settings)
+    reasoner = pick_reasoner(db, reasoner)
     out = out or Path("eval-runs") / f"{reasoner}-{questions.parent.name}-{questions.stem}"
     config = EvalConfig(questions=str(questions), reasoner=reasoner, out=str(out), db=str(db) if db else None,
                         format=fmt, limit=limit, sample=sample, seed=seed, settings=parsed,
@@ -341,7 +342,8 @@ def eval_grid(grid: Path, out: Path, workers: str | None, ray: str | None) -> No
               help="Folder for compare.md and compare.png.")
 @friendly_errors
 def eval_compare(runs: tuple[Path, ...], out: Path) -> None:
-    """One table and plot across finished runs (accuracy vs LLM calls and tokens)."""
+    """One table across runs (a failed, interrupted or unfinished run is a row that says so, with
+    no numbers) and one plot of the finished ones (accuracy vs LLM calls and tokens)."""
     from localkg.evaluation.report import compare_runs
 
     click.echo(compare_runs(runs, out))
@@ -673,18 +675,16 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
 
 
 # ---------------------------------------------------------------- asking (helper "reasoners I")
-DEFAULT_REASONER = "tog"
-TRAINED_REASONER = "learned-paths"
-
-
-def pick_reasoner(db: Path, name: str | None) -> str:
-    """The reasoner ``ask`` uses: the one named, else the trained one when the store has a path
-    scorer (``localkg train paths``), else today's default."""
+def pick_reasoner(db: Path | None, name: str | None) -> str:
+    """The reasoner named, else the best the store supports (``localkg.reasoners.default``, one
+    policy for ``ask``, ``eval``, ``eval grid`` and ``demo``), named on stderr."""
     if name:
         return name
-    from localkg.retrieval.location import default_checkpoint
+    from localkg.reasoners.default import default_reasoner
 
-    return TRAINED_REASONER if default_checkpoint(db).is_file() else DEFAULT_REASONER
+    chosen = default_reasoner(db)
+    click.echo(f"reasoner: {chosen.name} (the default: {chosen.reason}; --reasoner names another)", err=True)
+    return chosen.name
 
 
 def parse_settings(settings: tuple[str, ...]) -> dict[str, str]:
@@ -739,9 +739,7 @@ def print_answer(result: Any, trace: bool = False, shown: int = 10) -> None:
 @main.command()
 @click.argument("question")
 @db_option()
-@click.option("--reasoner", default=None,
-              help=f"Registered reasoner name (default: {TRAINED_REASONER} when DB has a trained path scorer, "
-                   f"`localkg train paths`; else {DEFAULT_REASONER}).")
+@click.option("--reasoner", default=None, help=REASONER_HELP)
 @click.option("--topic", "topics", multiple=True, metavar="ID",
               help="Topic entity id (repeatable); without it the question is linked to the graph.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Reasoner setting (repeatable).")

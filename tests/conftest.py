@@ -202,3 +202,26 @@ def trained_paths(path_movies, scorer, tmp_path_factory: pytest.TempPathFactory)
     out = tmp_path_factory.mktemp("path-scorer") / "scorer.pt"
     config = TrainConfig(epochs=40, hidden=32, batch_size=8, validation=0.0)
     return out, train_scorer(path_movies, labelled, scorer.embedder, config, out, report)
+
+
+@pytest.fixture()
+def movie_store(tmp_path_factory: pytest.TempPathFactory, trained_paths):
+    """Makes a closed store of tests/fixtures/path_movies.tsv for a command to open, with the
+    ``trained_paths`` scorer beside it (where `localkg train paths` writes) when ``scorer``;
+    returns its path."""
+    import shutil
+
+    from localkg.loaders.triples import load_triples
+    from localkg.retrieval.location import default_checkpoint
+    from localkg.store import KG
+
+    def make(scorer: bool) -> Path:
+        path = tmp_path_factory.mktemp("movie-store") / "db"
+        with KG.create(path) as kg:
+            load_triples(kg, [PATH_FIXTURES / "path_movies.tsv"], progress=False)
+        if scorer:
+            default_checkpoint(path).parent.mkdir(parents=True)
+            shutil.copy(trained_paths[0], default_checkpoint(path))
+        return path
+
+    return make

@@ -132,10 +132,17 @@ def test_a_missing_database_is_one_clear_error(tmp_path):
     assert result.exit_code != 0 and "no localkg database" in result.output and "Traceback" not in result.output
 
 
+def test_without_a_reasoner_ask_takes_the_default_policy_s_and_names_it(db):
+    """tog on a store without a trained path scorer (learned-paths beside one: test_train_paths_cli.py)."""
+    refused = CliRunner().invoke(main, ["ask", "q", "--db", str(db), "--topic", "Top Hat", "--set", "bogus=1"])
+    assert refused.exit_code == 1 and "tog has no setting bogus" in refused.output
+    assert refused.stderr.startswith(f"reasoner: tog (the default: {db} has no trained path scorer")
+
+
 def test_demo_answers_its_question_with_a_reasoner_and_the_evidence(tmp_path):
     result = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "demo")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "(reasoner: tog)" in result.output
+    assert "(reasoner: tog)" in result.output and "reasoner: tog (the default: " in result.stderr
     evidence = [line for line in result.output.splitlines() if line.startswith("  evidence: ")]
     assert evidence and all(line.startswith("  evidence: Ginger Rogers —starred_actors⁻¹→ ") for line in evidence)
     assert all("—directed_by→" in line for line in evidence)

@@ -1,5 +1,7 @@
 """``localkg eval`` end to end: a MetaQA sample with embed-path (real store, real MiniLM
-scorer, no LLM), resume after a killed run, the RoG fixture, ``eval compare`` and bad input."""
+scorer, no LLM), resume after a killed run, the RoG fixture, ``eval compare`` and bad input; on
+the path-movies store with its trained path scorer, a scorer that cannot be used, what a run
+records of ``relations=auto`` and its checkpoints, and the default reasoner."""
 from __future__ import annotations
 
 import json
@@ -16,8 +18,11 @@ from click.testing import CliRunner
 from localkg.cli import main
 from localkg.datasets import read_questions, select_questions
 from localkg.evaluation.metrics import Prediction, score_question
+from localkg.retrieval.location import default_checkpoint
+from localkg.store import KG
 
 FIXTURES = Path(__file__).parent / "fixtures"
+PATH_QUESTIONS = FIXTURES / "path_questions.jsonl"
 HEADLINE = {"n", "hits@1", "hit", "f1", "em_loose", "llm_calls_per_q", "prompt_tokens_per_q",
             "completion_tokens_per_q", "seconds_per_q"}
 
@@ -37,7 +42,7 @@ def test_eval_metaqa_sample(metaqa_sample, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
 
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary) == HEADLINE | {"dataset", "reasoner", "model", "topic_entities", "breakdowns"}
+    assert set(summary) == HEADLINE | {"dataset", "reasoner", "model", "topic_entities", "uses", "breakdowns"}
     assert all(isinstance(summary[key], (int, float)) for key in HEADLINE)
     assert summary["n"] == 8 and summary["reasoner"] == "embed-path" and summary["model"] == "none"
     assert summary["topic_entities"] == "gold" and summary["llm_calls_per_q"] == 0
@@ -104,6 +109,9 @@ def test_resume_after_a_killed_run(metaqa_sample, tmp_path: Path) -> None:
     process.stderr.close()
     before = predictions.read_text(encoding="utf-8").splitlines()
     assert 2 <= len(before) < 40, "the run was not interrupted"
+    killed = CliRunner().invoke(main, ["eval", "compare", str(out), "--out", str(tmp_path / "cmp")])
+    assert killed.exit_code == 0, killed.output
+    assert f"| incomplete: {len(before)} of 40 answered, no summary" in killed.output
     with predictions.open("a", encoding="utf-8") as handle:   # what a kill in mid-write leaves behind
         handle.write('{"qid": "qa_dev:3', )
 
@@ -138,14 +146,14 @@ def test_bad_input_is_one_clear_line(metaqa_sample, tmp_path: Path) -> None:
     questions, db = metaqa_sample
     no_db = invoke(questions, "--out", tmp_path / "a")
     assert no_db.exit_code == 1 and "--db is needed" in no_db.output
-    bad_setting = invoke(questions, "--db", db, "--set", "depth=2", "--out", tmp_path / "b")
+    bad_setting = invoke(questions, "--db", db, "--reasoner", "embed-path", "--set", "depth=2", "--out", tmp_path / "b")
     assert bad_setting.exit_code == 1 and "embed-path has no setting depth" in bad_setting.output
     not_a_setting = invoke(questions, "--db", db, "--set", "depth", "--out", tmp_path / "c")
     assert not_a_setting.exit_code == 2 and "KEY=VALUE" in not_a_setting.output
     no_reasoner = invoke(questions, "--db", db, "--reasoner", "oracle", "--out", tmp_path / "d")
     assert no_reasoner.exit_code == 1 and "no reasoner named 'oracle'" in no_reasoner.output
     no_runs = CliRunner().invoke(main, ["eval", "compare", str(tmp_path)])
-    assert no_runs.exit_code == 1 and "holds no summary.json" in no_runs.output
+    assert no_runs.exit_code == 1 and "holds no run" in no_runs.output
 
 
 def test_the_first_n_of_a_sample_are_a_random_subset_not_the_first_types(tmp_path: Path) -> None:
@@ -158,3 +166,101 @@ def test_the_first_n_of_a_sample_are_a_random_subset_not_the_first_types(tmp_pat
     first = select_questions(questions, 100, 0, 20)
     assert first == sample[:20] and {q.text.split()[2] for q in first} == {"a", "b"}
     assert select_questions(questions, 100, 0, None) == sample  # seeded: the same every time
+
+
+def rows_of(table: str) -> list[str]:
+    """The rows of an ``eval compare`` table, without its header."""
+    return [line for line in table.splitlines() if line.startswith("| ")][1:]
+
+
+@pytest.mark.parametrize("reasoner", ["learned-paths", "embed-path"])
+@pytest.mark.parametrize("damage", ["truncated", "stale"])   # stale: an appending load added a relation
+def test_a_path_scorer_that_cannot_be_used_fails_the_run_in_one_line(movie_store, tmp_path: Path, reasoner,
+                                                                     damage) -> None:
+    """Every question would fail the same way: the run stops before the first, with no summary
+    that looks like a result, and ``eval compare`` lists it as failed."""
+    message = "localkg train paths"    # the checkpoint's own error, which says how to make a usable one
+    db = movie_store(scorer=True)
+    checkpoint = default_checkpoint(db)
+    if damage == "truncated":
+        checkpoint.write_bytes(checkpoint.read_bytes()[:checkpoint.stat().st_size // 2])
+    else:
+        with KG.open(db) as kg:
+            kg.add_triples([("Vertigo", "filmed_in", "San Francisco")])
+    out = tmp_path / "run"
+    result = invoke(PATH_QUESTIONS, "--db", db, "--reasoner", reasoner, "--limit", 3, "--out", out)
+    assert result.exit_code == 1
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("Error: cannot start the run: ") and message in last and "Traceback" not in result.output
+    assert not (out / "summary.json").exists() and not (out / "report.md").exists()
+    status = json.loads((out / "status.json").read_text())
+    assert status["state"] == "failed" and message in status["error"]
+
+    compared = CliRunner().invoke(main, ["eval", "compare", str(out), "--out", str(tmp_path / "cmp")])
+    assert compared.exit_code == 0, compared.output
+    (row,) = rows_of(compared.output)
+    assert "| failed after 0 of 3 answered: cannot start the run: " in row and message in row
+    assert f"| {reasoner} |" in row and "0.000" not in row             # no numbers that look like a result
+
+
+def retrain(checkpoint: Path) -> None:
+    """What `localkg train paths` does to the file, as far as a run can tell: another checkpoint
+    of the same scorer at the same place (here only its training record differs)."""
+    import torch
+
+    payload = torch.load(checkpoint, weights_only=True)
+    payload["meta"]["epochs_done"] += 1
+    torch.save(payload, checkpoint)
+
+
+def test_a_run_records_what_auto_settled_and_resume_refuses_another(movie_store, trained_paths,
+                                                                      tmp_path: Path) -> None:
+    """relations=auto is embed on a store without a path scorer and trained beside one: the run
+    says which, with the checkpoint's fingerprint, and a resumed run may not mix the two."""
+    import shutil
+
+    db = movie_store(scorer=False)
+    out = tmp_path / "embed"
+    args = [PATH_QUESTIONS, "--db", db, "--reasoner", "embed-path", "--out", out]
+    assert invoke(*args, "--limit", 2).exit_code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["uses"] == {"settings": {"relations": "embed"}, "checkpoints": {}}
+    assert json.loads((out / "run.json").read_text())["uses"] == summary["uses"]
+    assert "Settled when the run started: relations=embed; " in (out / "report.md").read_text()
+
+    checkpoint = default_checkpoint(db)                     # `localkg train paths` writes the scorer
+    checkpoint.parent.mkdir()
+    shutil.copy(trained_paths[0], checkpoint)
+    refused = invoke(*args, "--limit", 4, "--resume")
+    assert refused.exit_code == 1
+    assert "was run with relations=embed; no checkpoint" in refused.output
+    assert f"now gives relations=trained; checkpoint {checkpoint.resolve()} (" in refused.output
+    assert len(lines_of(out / "predictions.jsonl")) == 2    # nothing was asked with the other ranking
+
+    trained = tmp_path / "trained"
+    args = [PATH_QUESTIONS, "--db", db, "--reasoner", "embed-path", "--out", trained]
+    assert invoke(*args, "--limit", 2).exit_code == 0
+    uses = json.loads((trained / "summary.json").read_text())["uses"]
+    assert uses["settings"] == {"relations": "trained"} and list(uses["checkpoints"]) == [str(checkpoint.resolve())]
+    compared = CliRunner().invoke(main, ["eval", "compare", str(out), str(trained), "--out", str(tmp_path / "cmp")])
+    assert compared.exit_code == 0, compared.output
+    embed_row, trained_row = rows_of(compared.output)
+    assert "| relations=embed; no checkpoint | finished |" in embed_row
+    assert f"| relations=trained; checkpoint paths/scorer.pt ({uses['checkpoints'][str(checkpoint.resolve())]}) |" \
+        in trained_row
+
+    retrain(checkpoint)
+    again = invoke(*args, "--limit", 3, "--resume")
+    assert again.exit_code == 1 and "the answers would mix the two" in again.output
+    assert len(lines_of(trained / "predictions.jsonl")) == 2
+
+
+def test_without_a_reasoner_a_run_takes_the_best_the_store_supports_and_says_so(movie_store, tmp_path: Path) -> None:
+    out = tmp_path / "trained"
+    result = invoke(PATH_QUESTIONS, "--db", movie_store(scorer=True), "--limit", 2, "--set", "margin=0", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "reasoner: learned-paths (the default: " in result.stderr
+    assert json.loads((out / "summary.json").read_text())["reasoner"] == "learned-paths"
+    untrained = invoke(PATH_QUESTIONS, "--db", movie_store(scorer=False), "--set", "bogus=1", "--out", tmp_path / "u")
+    assert untrained.exit_code == 1 and "tog has no setting bogus" in untrained.output
+    assert "reasoner: tog (the default: " in untrained.stderr and "no trained path scorer" in untrained.stderr

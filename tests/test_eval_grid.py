@@ -61,6 +61,38 @@ def test_a_bad_grid_is_one_clear_line(metaqa_sample, tmp_path: Path) -> None:
     assert result.exit_code == 1 and "embed-path has no setting width" in result.output
 
 
+def test_a_missing_questions_file_is_one_line_before_any_cell_runs(metaqa_sample, tmp_path: Path) -> None:
+    questions, db = metaqa_sample
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.format(questions=questions, db=db) + f"""
+[[questions]]
+name = "gone"
+path = "{tmp_path / 'no-such-questions.txt'}"
+db = "{db}"
+""")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["eval", "grid", str(grid), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (f"Error: {grid}: [[questions]] gone: no questions file at "
+                                     f"{tmp_path / 'no-such-questions.txt'}")
+    assert not out.exists()                                    # not even the first cell ran
+
+
+def test_a_grid_without_reasoners_runs_the_best_each_store_supports(movie_store, tmp_path: Path) -> None:
+    from localkg.evaluation.grid import read_grid
+
+    grid = tmp_path / "grid.toml"
+    grid.write_text("".join(f"""
+[[questions]]
+name = "{name}"
+path = "{Path(__file__).parent / 'fixtures' / 'path_questions.jsonl'}"
+db = "{movie_store(scorer=trained)}"
+""" for name, trained in (("trained", True), ("untrained", False))))
+    cells = read_grid(grid, tmp_path / "out")
+    assert [(cell.name, cell.config.reasoner) for cell in cells] == [("learned-paths/trained", "learned-paths"),
+                                                                      ("tog/untrained", "tog")]
+
+
 def test_the_shipped_grid_of_the_results_table_reads(shared: Path) -> None:
     """docs/grids/results.toml stays valid as reasoners change: every reasoner and setting known,
     every question file there, one cell per row of docs/results.md's table."""

@@ -13,6 +13,8 @@ from localkg.cli import main
 from localkg.errors import WorkerError
 from localkg.evaluation.harness import EvalConfig, run_eval, without_timing
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+
 # Not imported here: the local runtime binds to the loopback only when localkg imports Ray first.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs pip install 'localkg[ray]'")
 
@@ -53,3 +55,36 @@ def test_bad_ray_addresses_are_one_clear_line(metaqa_sample, tmp_path: Path) -> 
     result = CliRunner().invoke(main, ["eval", str(questions), "--db", str(db), "--out", str(tmp_path / "r"),
                                        "--ray", "not an address"])
     assert result.exit_code == 1 and "--ray takes local, auto, ray://HOST:PORT or HOST:PORT" in result.output
+
+
+@pytest.mark.parametrize("where", ["the checkout's root", "a folder with a localkg/ of its own"])
+def test_the_actors_import_the_installed_localkg_whatever_the_working_directory(where, metaqa_sample, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray puts the driver's working directory first on its workers' sys.path unless the job has a
+    working_dir: run from the checkout's root, the actors imported its localkg/, which (with any
+    install but the editable one, whose finder maps them) has no indexes/ or loaders/. A folder
+    whose localkg/ cannot be imported shows it with any install."""
+    questions, db = metaqa_sample
+    if where == "the checkout's root":
+        here = CHECKOUT
+    else:
+        here = tmp_path / "elsewhere"
+        (here / "localkg").mkdir(parents=True)
+        (here / "localkg" / "__init__.py").write_text('raise ImportError("not the installed localkg")\n')
+    monkeypatch.chdir(here)
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["eval", str(questions), "--db", str(db), "--reasoner", "embed-path",
+                                       "--sample", "2", "--out", str(out), "--ray"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "summary.json").read_text())["n"] == 2
+
+
+def test_a_node_that_cannot_import_localkg_is_told_so_not_about_the_store() -> None:
+    from localkg.evaluation.ray_runner import node_problem
+
+    config = EvalConfig(questions="q.txt", reasoner="embed-path", out="run", db="/shared/dbs/metaqa")
+    message = node_problem("vm (127.0.0.1)", config, ModuleNotFoundError("No module named 'localkg.indexes'"))
+    assert message.startswith("node vm (127.0.0.1) cannot import ") and "No module named 'localkg.indexes'" in message
+    assert "needs localkg installed" in message and "store" not in message
+    missing = node_problem("vm (127.0.0.1)", config, FileNotFoundError("no localkg database at /shared/dbs/metaqa"))
+    assert "(store /shared/dbs/metaqa)" in missing and "same path" in missing

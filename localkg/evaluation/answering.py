@@ -8,15 +8,17 @@ in-process run, each local worker process and each Ray actor own one Answerer.
 """
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
-from localkg.errors import LocalKGError, WorkerError
+from localkg.errors import CheckpointError, LocalKGError, PromptTooLongError, WorkerError
 from localkg.datasets import resolve_topics
 from localkg.evaluation.metrics import Prediction, score_question
-from localkg.reasoners.base import Context, Reasoner, Result, get_reasoner
+from localkg.reasoners.base import Context, Reasoner, Result, Uses, get_reasoner
 from localkg.reasoners.settings import parse_settings
 from localkg.store.kg import KG
 
@@ -26,6 +28,11 @@ if TYPE_CHECKING:
 
 # The EvalConfig fields that decide which LLM a worker builds.
 LLM_FIELDS = ("model", "n_ctx", "n_gpu_layers", "llm_threads", "prompt_style", "llm_cache", "seed")
+# The localkg errors that concern one question (its prompt does not fit the model's context): it is
+# scored unanswered and the run goes on. Any other (a checkpoint, index or model that cannot be
+# used) would fail every question the same way, so it stops the run instead of scoring zeros.
+QUESTION_ERRORS = (PromptTooLongError,)
+FINGERPRINT_BYTES = 1 << 20
 
 
 class Services:
@@ -96,11 +103,20 @@ class Answerer:
             self.close_store()
             self._kg, self._db, self._reasoners = KG.open(config.db, read_only=True), config.db, {}
 
+    def prepare(self, config: "EvalConfig") -> dict[str, Any]:
+        """Open the run's store and models and build its reasoner: what the reasoner settled on
+        the store (:func:`uses_record`). A per-question-subgraph run builds it on an empty store."""
+        self.open(config)
+        if config.format != "rog":
+            return uses_record(self._reasoner(config, self._kg).uses())  # type: ignore[arg-type]
+        with scratch_store() as kg:
+            return uses_record(self._build(config, kg).uses())
+
     def answer(self, config: "EvalConfig", question: "Question") -> dict[str, Any]:
         """The question's predictions.jsonl line.
 
-        A reasoner that fails with anything but a localkg error (a bug) raises
-        :class:`WorkerError` naming the question and where it failed.
+        Any failure but one of :data:`QUESTION_ERRORS` raises :class:`WorkerError` naming the
+        question (and, for a bug, where it failed): the run stops.
         """
         self.open(config)
         try:
@@ -122,27 +138,23 @@ class Answerer:
     def _reasoner(self, config: "EvalConfig", kg: KG) -> Reasoner:
         key = (config.reasoner, tuple(sorted(config.settings.items())))
         if key not in self._reasoners:
-            self._reasoners[key] = get_reasoner(config.reasoner)(self._services.context(kg),  # type: ignore[union-attr]
-                                                                 **config.settings)
+            self._reasoners[key] = self._build(config, kg)
         return self._reasoners[key]
+
+    def _build(self, config: "EvalConfig", kg: KG) -> Reasoner:
+        return get_reasoner(config.reasoner)(self._services.context(kg), **config.settings)  # type: ignore[union-attr]
 
     def _answer_in_scratch_store(self, config: "EvalConfig", question: "Question") -> dict[str, Any]:
         """A per-question-subgraph question: its own graph goes into a fresh store in a temporary folder."""
-        with tempfile.TemporaryDirectory(prefix="localkg-eval-") as folder:
-            kg = KG.create(Path(folder) / "db", buffer_pool_bytes=256 << 20)
-            try:
-                kg.add_triples(tuple(t) for t in question.meta["graph"])
-                reasoner = get_reasoner(config.reasoner)(self._services.context(kg),  # type: ignore[union-attr]
-                                                         **config.settings)
-                return self._answer_with(reasoner, kg, question)
-            finally:
-                kg.close()
+        with scratch_store() as kg:
+            kg.add_triples(tuple(t) for t in question.meta["graph"])
+            return self._answer_with(self._build(config, kg), kg, question)
 
     def _answer_with(self, reasoner: Reasoner, kg: KG, question: "Question") -> dict[str, Any]:
         topics = resolve_topics(kg, question)
         try:
             result = reasoner.answer(question.text, topics or None)
-        except LocalKGError as error:
+        except QUESTION_ERRORS as error:
             result = Result(question=question.text, reasoner=reasoner.name, topic_entities=topics,
                             notes=[f"no answer found: error: {error}"])
         score = score_question([Prediction(a.id, a.name) for a in result.answers], question.answers)
@@ -158,9 +170,42 @@ class Answerer:
         }
 
 
+@contextmanager
+def scratch_store() -> Iterator[KG]:
+    """An empty store in a temporary folder, gone afterwards (a per-question-subgraph question's)."""
+    with tempfile.TemporaryDirectory(prefix="localkg-eval-") as folder:
+        kg = KG.create(Path(folder) / "db", buffer_pool_bytes=256 << 20)
+        try:
+            yield kg
+        finally:
+            kg.close()
+
+
+def fingerprint(path: Path) -> str:
+    """A cheap identity of a checkpoint file: its size and the SHA-256 of its first MiB (a
+    retrained scorer differs there: the file starts with its weights' layout and its meta)."""
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}, which the reasoner's settings name")
+    with path.open("rb") as handle:
+        head = handle.read(FINGERPRINT_BYTES)
+    return f"{hashlib.sha256(head).hexdigest()[:16]}-{path.stat().st_size}"
+
+
+def uses_record(uses: Uses) -> dict[str, Any]:
+    """:class:`Uses` as a run records it: the settled settings, and each checkpoint's fingerprint
+    by its absolute path."""
+    return {"settings": dict(sorted(uses.settings.items())),
+            "checkpoints": {str(path.resolve()): fingerprint(path) for path in uses.checkpoints}}
+
+
 def describe_failure(question: "Question", error: BaseException) -> str:
-    """One line: the question, the error and the innermost place it was raised."""
-    frames = traceback.extract_tb(error.__traceback__)
-    place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    return (f"question {question.id} ({question.text[:80]!r}) failed: {type(error).__name__}: {error}{place}; "
+    """One line: the question and the error; for a bug (not a localkg error) also its type and
+    the innermost place it was raised."""
+    if isinstance(error, LocalKGError):
+        cause = str(error)
+    else:
+        frames = traceback.extract_tb(error.__traceback__)
+        place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+        cause = f"{type(error).__name__}: {error}{place}"
+    return (f"question {question.id} ({question.text[:80]!r}) failed: {cause}; "
             "the finished predictions are kept (rerun with --resume once it is fixed)")

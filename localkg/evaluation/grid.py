@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from localkg.errors import EvaluationError
-from localkg.evaluation.answering import check_settings
-from localkg.evaluation.harness import EvalConfig, run_eval
+from localkg.evaluation.harness import EvalConfig, check_inputs, run_eval
 from localkg.evaluation.workers import open_pool, resolve_workers
 from localkg.reasoners.base import get_reasoner
+from localkg.reasoners.default import default_reasoner
 
 # The run options a grid may set in [run], in a [[questions]] entry or in a [[reasoners]] entry;
 # the workers serve the whole grid, so they are set in [run] only.
@@ -39,7 +39,10 @@ class Cell:
 
 
 def read_grid(path: str | Path, out: str | Path) -> list[Cell]:
-    """The grid's cells, checked (files, reasoners, settings) before anything runs."""
+    """The grid's cells, checked (question files, reasoners, settings) before anything runs.
+
+    A grid without ``[[reasoners]]`` runs on each question set the reasoner its store supports
+    best (``localkg.reasoners.default``)."""
     path = Path(path)
     try:
         grid = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -60,7 +63,8 @@ def read_grid(path: str | Path, out: str | Path) -> list[Cell]:
     known = {entry["name"] for entry in question_sets}
     cells = []
     for entry, model in itertools.product(question_sets, models):
-        for reasoner in reasoners:
+        db = _resolve(here, entry["db"]) if entry.get("db") else None
+        for reasoner in reasoners or [{"name": default_reasoner(db).name}]:
             wanted = reasoner.get("questions", sorted(known))
             unknown = set(wanted) - known
             if unknown:
@@ -75,18 +79,20 @@ def read_grid(path: str | Path, out: str | Path) -> list[Cell]:
                 label = _label(reasoner, settings, model if uses_llm and len(models) > 1 else None)
                 options = {**defaults, **_options(entry, here), **_options(reasoner, here)}
                 config = EvalConfig(questions=str(_resolve(here, entry["path"])), reasoner=reasoner["name"],
-                                    out=str(Path(out) / label / entry["name"]),
-                                    db=str(_resolve(here, entry["db"])) if entry.get("db") else None,
+                                    out=str(Path(out) / label / entry["name"]), db=str(db) if db else None,
                                     settings=settings,
                                     model=None if model == BUNDLED else str(_resolve(here, model)), **options)
-                check_settings(config)
+                try:
+                    check_inputs(config)
+                except EvaluationError as error:
+                    raise EvaluationError(f"{path}: [[questions]] {entry['name']}: {error}") from None
                 cells.append(Cell(f"{label}/{entry['name']}", config))
     folders = [cell.name for cell in cells]
     repeated = sorted({name for name in folders if folders.count(name) > 1})
     if repeated:
         raise EvaluationError(f"{path}: two cells would share the folder {repeated[0]}; give one a label")
     if not cells:
-        raise EvaluationError(f"{path} defines no cell (it needs [[questions]] and [[reasoners]] entries)")
+        raise EvaluationError(f"{path} defines no cell (it needs [[questions]] entries)")
     return cells
 
 

@@ -1,9 +1,13 @@
 """Run a reasoner over a questions file and score it: ``localkg eval``.
 
-One run writes into its output folder ``run.json`` (what was run, so ``--resume`` refuses to mix
-two runs), ``predictions.jsonl`` (one line per question, appended as soon as any worker answers
-it, so a killed run loses only what was in flight), ``summary.json`` (the metric and the cost,
-see :func:`summarise`) and ``report.md`` (``localkg.evaluation.report``).
+One run writes into its output folder ``run.json`` (what was run, and what the reasoner settled
+on the store when the run started: ``relations=auto`` as ``embed`` or ``trained``, each checkpoint
+it reads with its fingerprint; so ``--resume`` refuses to mix two runs), ``predictions.jsonl``
+(one line per question, appended as soon as any worker answers it, so a killed run loses only
+what was in flight), ``status.json`` (running, finished, failed with its error, or interrupted),
+and once every question is answered ``summary.json`` (the metric and the cost, see
+:func:`summarise`) and ``report.md`` (``localkg.evaluation.report``). A run that stops writes no
+summary: its numbers would look like a result.
 
 Questions are picked deterministically (``--sample N --seed S`` draws N in the order drawn, then
 ``--limit`` keeps the first; :func:`localkg.datasets.select_questions`) and the LLM is seeded
@@ -13,10 +17,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from tqdm import tqdm
 
@@ -29,7 +33,9 @@ from localkg.llm.llm import DEFAULT_N_CTX
 
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "summary.json"
+REPORT = "report.md"
 RUN = "run.json"
+STATUS = "status.json"
 COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "kg_queries", "seconds")
 # ``--limit`` takes the first N of the questions in the order drawn, so a run resumed with another
 # limit keeps every answer it has (the summary counts the first N); the other fields change answers.
@@ -57,9 +63,12 @@ class EvalConfig:
     llm_cache: str | None = None
     workers: int | None = 1  # None: ``auto``
     ray: str | None = None   # a Ray address (``local``, ``auto``, ``ray://HOST:PORT``): the workers as actors
+    # What the reasoner settled on the store, set when the run starts (``answering.uses_record``).
+    uses: dict[str, Any] | None = None
 
     def identity(self) -> dict[str, Any]:
-        """The fields that define the run (not the output folder, nor how fast or where it runs)."""
+        """The fields that define the run (not the output folder, nor how fast or where it runs),
+        with what the reasoner settled on the store once the run has started."""
         values = asdict(self)
         for runtime_only in ("out", "n_gpu_layers", "llm_threads", "llm_cache", "workers", "ray"):
             values.pop(runtime_only)
@@ -76,29 +85,20 @@ def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True,
 
     With ``resume``, questions already in ``predictions.jsonl`` are kept and not asked again
     (a line cut short by a kill is dropped and redone). The questions are answered by ``pool``
-    (a grid passes one for all its cells), else by the workers ``config`` asks for. Returns
-    the summary.
+    (a grid passes one for all its cells), else by the workers ``config`` asks for. Before the
+    first question every worker builds the reasoner, and what it settled on the store is
+    recorded (a resumed run must settle the same). Returns the summary.
     """
-    check_settings(config)
-    if config.format == "auto":
-        config.format = detect_format(Path(config.questions))
+    check_inputs(config)
     questions = select_questions(read_questions(config.questions, config.format), config.sample, config.seed,
                                  config.limit)
-    per_question_graphs = config.format == "rog"
-    if config.db is None and not per_question_graphs:
-        raise EvaluationError("--db is needed: only per-question-subgraph (rog) files bring their own graph")
     out = Path(config.out)
-    done = _prepare_output(out, config, resume)
+    previous = _check_folder(out, config, resume)
+    done = set(_read_predictions(out / PREDICTIONS, repair=True))
     todo = [q for q in questions if q.id not in done]
+    config.uses = (previous or {}).get("uses")
     if todo:
-        with (out / PREDICTIONS).open("a", encoding="utf-8") as handle, \
-                (nullcontext(pool) if pool is not None else open_pool(config)) as workers, \
-                tqdm(total=len(questions), initial=len(questions) - len(todo), desc=f"eval {config.reasoner}",
-                     unit="q", disable=not progress) as bar:
-            for record in workers.answer_all(config, todo):  # in the order they finish
-                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-                handle.flush()
-                bar.update(1)
+        _answer(config, out, len(questions), todo, previous if done else None, progress, pool)
     answered = _read_predictions(out / PREDICTIONS)
     records = [answered[q.id] for q in questions if q.id in answered]  # question order: the summary is the same
     summary = summarise(records, config)
@@ -106,29 +106,98 @@ def run_eval(config: EvalConfig, resume: bool = False, progress: bool = True,
     from localkg.evaluation.report import write_report
 
     write_report(out, summary, records)
+    _write_status(out, "finished", questions=len(questions), answered=len(records))
     return summary
 
 
-# ---------------------------------------------------------------- output folder and resume
-def _prepare_output(out: Path, config: EvalConfig, resume: bool) -> set[str]:
-    """Check the folder against the run, record the run, and return the ids already answered."""
+def check_inputs(config: EvalConfig) -> None:
+    """Refuse, before any worker starts, what this process can tell will not run: an unknown
+    reasoner or setting (the reasoner's own error), no questions file, no ``--db`` for a file
+    without its own graphs. Settles ``config.format`` when it is ``auto``. The store is the
+    workers' to open: on a Ray cluster it need not be on this machine."""
+    check_settings(config)
+    questions = Path(config.questions)
+    if not questions.is_file():
+        raise EvaluationError(f"no questions file at {questions}")
+    if config.format == "auto":
+        config.format = detect_format(questions)
+    if config.db is None and config.format != "rog":
+        raise EvaluationError("--db is needed: only per-question-subgraph (rog) files bring their own graph")
+
+
+def _answer(config: EvalConfig, out: Path, questions: int, todo: Sequence[Any], previous: dict[str, Any] | None,
+            progress: bool, pool: Pool | None) -> None:
+    """Prepare the workers, record the run with what its reasoner settled (which must be what
+    ``previous``, the run whose answers are kept, settled), and answer ``todo``."""
+    with (nullcontext(pool) if pool is not None else open_pool(config)) as workers:
+        with _stop_recorded(out, questions):
+            config.uses = workers.prepare(config)
+        _start_run(out, config, previous, questions)
+        with _stop_recorded(out, questions), (out / PREDICTIONS).open("a", encoding="utf-8") as handle, \
+                tqdm(total=questions, initial=questions - len(todo), desc=f"eval {config.reasoner}", unit="q",
+                     disable=not progress) as bar:
+            for record in workers.answer_all(config, todo):  # in the order they finish
+                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                handle.flush()
+                bar.update(1)
+
+
+# ---------------------------------------------------------------- output folder, status and resume
+def _check_folder(out: Path, config: EvalConfig, resume: bool) -> dict[str, Any] | None:
+    """Check the folder against the run; the identity its ``run.json`` recorded (None: a new run,
+    recorded now; what its reasoner settles is added once the workers have built it).
+
+    What a resumed run's reasoner settles is compared then too (:func:`_start_run`).
+    """
     out.mkdir(parents=True, exist_ok=True)
     predictions = out / PREDICTIONS
-    run_file = out / RUN
-    has_predictions = predictions.exists() and predictions.stat().st_size > 0
-    if has_predictions and not resume:
+    if predictions.exists() and predictions.stat().st_size > 0 and not resume:
         raise EvaluationError(f"{out} already holds predictions of a run; pass --resume to continue it, "
                               "or choose another --out")
-    if resume and run_file.exists():
-        previous = json.loads(run_file.read_text())
-        current = json.loads(json.dumps(config.identity()))
-        changed = sorted(k for k in set(previous) | set(current)
-                         if k not in RESUMABLE_CHANGES and previous.get(k) != current.get(k))
-        if changed:
-            raise EvaluationError(f"--resume: {out} holds a run with different {', '.join(changed)}; "
-                                  "resume it with the same options, or choose another --out")
-    run_file.write_text(json.dumps(config.identity(), indent=2))
-    return set(_read_predictions(predictions, repair=True)) if has_predictions else set()
+    if not resume or not (out / RUN).exists():
+        (out / RUN).write_text(json.dumps(config.identity(), indent=2))
+        return None
+    previous = json.loads((out / RUN).read_text())
+    current = json.loads(json.dumps(config.identity()))
+    changed = sorted(k for k in set(previous) | set(current)
+                     if k not in RESUMABLE_CHANGES + ("uses",) and previous.get(k) != current.get(k))
+    if changed:
+        raise EvaluationError(f"--resume: {out} holds a run with different {', '.join(changed)}; "
+                              "resume it with the same options, or choose another --out")
+    return previous
+
+
+def _start_run(out: Path, config: EvalConfig, previous: dict[str, Any] | None, questions: int) -> None:
+    """Record the run in ``run.json`` and mark it running (the summary of an earlier pass goes: it
+    no longer describes the run). A resumed run whose reasoner settled otherwise (the store gained
+    a path scorer, a checkpoint was retrained) is refused first: its answers would mix two runs."""
+    if previous is not None and previous.get("uses") != config.uses:
+        from localkg.evaluation.report import describe_uses
+
+        raise EvaluationError(f"--resume: {out} was run with {describe_uses(previous.get('uses'))}, and this store "
+                              f"now gives {describe_uses(config.uses)}; the answers would mix the two. Put back "
+                              "what the run used, or start a new run with another --out")
+    (out / RUN).write_text(json.dumps(config.identity(), indent=2))
+    for stale in (SUMMARY, REPORT):
+        (out / stale).unlink(missing_ok=True)
+    _write_status(out, "running", questions=questions)
+
+
+@contextmanager
+def _stop_recorded(out: Path, questions: int) -> Iterator[None]:
+    """A run that stops is marked so in ``status.json``: interrupted, or failed with its error."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _write_status(out, "interrupted", questions=questions)
+        raise
+    except Exception as error:
+        _write_status(out, "failed", questions=questions, error=str(error))
+        raise
+
+
+def _write_status(out: Path, state: str, **details: Any) -> None:
+    (out / STATUS).write_text(json.dumps({"state": state, **details}, indent=2, ensure_ascii=False))
 
 
 def _read_predictions(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
@@ -183,6 +252,7 @@ def summarise(records: Sequence[dict[str, Any]], config: EvalConfig) -> dict[str
         "reasoner": config.reasoner,
         "model": models[0] if models else "none",
         "topic_entities": _topic_label(sources),
+        "uses": config.uses,
         "breakdowns": {
             "metrics": {"precision": overall["precision"], "recall": overall["recall"],
                         "answered": sum(1 for r in records if r["answers"]) / len(records) if records else 0.0},

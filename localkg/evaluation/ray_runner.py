@@ -15,11 +15,12 @@ import os
 import re
 import socket
 import sys
+import tempfile
 from typing import TYPE_CHECKING, Any
 
-from localkg.errors import EvaluationError, WorkerError
+from localkg.errors import DatabaseNotFoundError, EvaluationError, LocalKGError, ModelNotFoundError, WorkerError
 from localkg.evaluation.answering import Answerer
-from localkg.evaluation.workers import Outcome, Pool, Task, cpu_count, limit_threads, serve_one
+from localkg.evaluation.workers import Outcome, Pool, Task, agreed_uses, cpu_count, limit_threads, serve_one
 
 if TYPE_CHECKING:
     from localkg.evaluation.harness import EvalConfig
@@ -60,19 +61,38 @@ class _Worker:
         limit_threads(threads)
         self.answerer = Answerer()
 
-    def open(self, config: "EvalConfig") -> tuple[str, str | None]:
-        """This node's name, and why it cannot serve the run (None when it can)."""
+    def prepare(self, config: "EvalConfig") -> tuple[str, dict[str, Any] | None, str | None]:
+        """This node's name, what the run's reasoner settled here, and why this node cannot serve
+        the run (one line, None when it can)."""
         import ray
 
         node = f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
         try:
-            self.answerer.open(config)
+            return node, self.answerer.prepare(config), None
         except Exception as error:  # noqa: BLE001  (reported to the driver with the node's name)
-            return node, f"{type(error).__name__}: {error}"
-        return node, None
+            return node, None, node_problem(node, config, error)
 
     def answer(self, task: Task) -> Outcome:
         return serve_one(self.answerer, task)
+
+
+def node_problem(node: str, config: "EvalConfig", error: Exception) -> str:
+    """Why ``node`` cannot serve the run, in one line that points at the likely cause: localkg is
+    not installed there as it is here, or the store or model is not at the path named."""
+    if isinstance(error, ImportError):
+        return (f"node {node} cannot import localkg: {type(error).__name__}: {error}. Every node needs localkg "
+                "installed, the same version, with [ray] (docs/evaluation.md)")
+    if isinstance(error, (DatabaseNotFoundError, ModelNotFoundError, FileNotFoundError)):
+        return (f"node {node} cannot open what the run needs (store {config.db}): {error}. Every node must "
+                "read the store and the model at the same path as this machine: a shared filesystem, or a copy "
+                "there (docs/evaluation.md)")
+    cause = str(error) if isinstance(error, LocalKGError) else f"{type(error).__name__}: {error}"
+    return f"node {node} cannot start the run: {cause}"
+
+
+def last_line(error: Exception) -> str:
+    """The exception a Ray error carries, without Ray's header lines."""
+    return [line for line in str(error).splitlines() if line.strip()][-1]
 
 
 class RayPool(Pool):
@@ -82,11 +102,17 @@ class RayPool(Pool):
         self.threads = threads
         self._ray = ray = _ray(check_address(address))
         try:
-            if address == LOCAL:
-                ray.init(num_cpus=workers * threads if workers else cpu_count(), include_dashboard=False,
-                         log_to_driver=False, configure_logging=False)
-            else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
+            with tempfile.TemporaryDirectory(prefix="localkg-ray-") as nothing:
+                # Ray puts the driver's working directory first on its workers' sys.path unless the job
+                # has a working_dir of its own: run from a checkout, they would import its localkg/
+                # (which has no indexes/ or loaders/) instead of the installed package. An empty one
+                # leaves them the installed package.
+                options = {"log_to_driver": False, "configure_logging": False, "runtime_env": {"working_dir": nothing}}
+                if address == LOCAL:
+                    ray.init(num_cpus=workers * threads if workers else cpu_count(), include_dashboard=False,
+                             **options)
+                else:
+                    ray.init(address=address, **options)
             count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
             actor = ray.remote(num_cpus=threads, max_restarts=0)(_Worker)
             self._actors = [actor.remote(threads) for _ in range(count)]
@@ -99,14 +125,20 @@ class RayPool(Pool):
     def size(self) -> int:
         return len(self._actors)
 
-    def prepare(self, config: "EvalConfig") -> None:
-        """Every actor opens the store and loads the models; a node that cannot is named."""
+    def prepare(self, config: "EvalConfig") -> dict[str, Any]:
+        """Every actor opens the store, loads the models and builds the reasoner; a node that
+        cannot is named. Returns what the reasoner settled, which every node must agree on."""
         config = self._worker_config(config)
-        for node, problem in self._ray.get([a.open.remote(config) for a in self._actors]):
+        try:
+            prepared = self._ray.get([actor.prepare.remote(config) for actor in self._actors])
+        except self._ray.exceptions.RayError as error:  # an actor that could not even start
+            raise WorkerError(f"a Ray actor could not start: {last_line(error)}") from None
+        settled = {}
+        for node, uses, problem in prepared:
             if problem:
-                raise WorkerError(f"node {node} cannot open what the run needs (store {config.db}): {problem}. "
-                                  "Every node must read the store and the model at the same path as this "
-                                  "machine: a shared filesystem, or a copy there (docs/evaluation.md)")
+                raise WorkerError(problem)
+            settled[f"node {node}"] = uses
+        return agreed_uses(settled)
 
     def _submit(self, worker: int, task: Task) -> None:
         self._running[self._actors[worker].answer.remote(task)] = worker
@@ -117,8 +149,7 @@ class RayPool(Pool):
         try:
             return worker, self._ray.get(done)
         except self._ray.exceptions.RayError as error:
-            cause = [line for line in str(error).splitlines() if line.strip()][-1]  # the exception, not Ray's header
-            raise WorkerError(f"Ray actor {worker + 1} failed while {busy[worker]}: {cause}; "
+            raise WorkerError(f"Ray actor {worker + 1} failed while {busy[worker]}: {last_line(error)}; "
                               "the finished predictions are kept (rerun with --resume)") from None
 
     def close(self, abort: bool = False) -> None:

@@ -6,6 +6,7 @@ written the same way on a laptop, a server and CI.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -46,6 +47,8 @@ def write_report(out: Path, summary: dict[str, Any], records: Sequence[dict[str,
         "",
         f"Model: {summary['model']} · topic entities: {summary['topic_entities']} "
         f"({', '.join(f'{k}: {v}' for k, v in breakdowns['topic_sources'].items())}) · questions: {summary['n']}",
+        "",
+        f"Settled when the run started: {describe_uses(summary.get('uses'))}.",
         "",
         "Metric (docs/metrics.md): normalised exact match against each gold answer and its aliases; "
         "unanswered questions count as wrong. `em_loose` is ToG's lenient substring match, shown only for "
@@ -127,32 +130,95 @@ def _plot_costs(path: Path, records: Sequence[dict[str, Any]]) -> None:
     plt.close(figure)
 
 
+def describe_uses(uses: dict[str, Any] | None, short: bool = False) -> str:
+    """What a run's reasoner settled on its store, in words: ``relations=trained; checkpoint
+    /db/paths/scorer.pt (fingerprint)``; ``short`` names each checkpoint by its last two parts."""
+    if uses is None:
+        return "nothing recorded (a run from before localkg recorded what its reasoner settled)"
+    settings = ", ".join(f"{key}={value}" for key, value in uses["settings"].items())
+    checkpoints = [f"checkpoint {'/'.join(Path(path).parts[-2:]) if short else path} ({fingerprint})"
+                   for path, fingerprint in uses["checkpoints"].items()]
+    return "; ".join(([settings] if settings else []) + (checkpoints or ["no checkpoint"]))
+
+
 # ---------------------------------------------------------------- compare
 COMPARE_COLUMNS = ("dataset", "reasoner", "model", "topic_entities", "n", "hits@1", "hit", "f1", "em_loose",
                    "llm_calls_per_q", "prompt_tokens_per_q", "completion_tokens_per_q", "seconds_per_q")
+UNFINISHED = "—"
 
 
-def load_summaries(folders: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """The ``summary.json`` of each run folder (an error names a folder without one)."""
-    summaries = []
-    for folder in folders:
-        path = Path(folder) / "summary.json"
-        if not path.is_file():
-            raise EvaluationError(f"{folder} holds no summary.json (is it the --out of a finished `localkg eval`?)")
-        summaries.append(json.loads(path.read_text(encoding="utf-8")))
-    return summaries
+@dataclass(frozen=True)
+class Run:
+    """A run folder as ``eval compare`` sees it: its state and, once finished, its summary."""
+
+    folder: Path
+    state: str                       # "finished", "failed after ...", "interrupted after ..." or "incomplete: ..."
+    summary: dict[str, Any] | None   # only for a finished run
+    identity: dict[str, Any]         # run.json (empty for a run from before it was written)
+
+    def row(self) -> list[Any]:
+        """The compare table's row: the summary's numbers, or for an unfinished run what it was
+        (from run.json) and dashes, never numbers that would look like a result."""
+        if self.summary is not None:
+            return [self.summary[c] for c in COMPARE_COLUMNS] + [describe_uses(self.summary.get("uses"), True),
+                                                                  self.state]
+        known = {"dataset": self.identity.get("questions", "?"), "reasoner": self.identity.get("reasoner", "?")}
+        return ([known.get(c, UNFINISHED) for c in COMPARE_COLUMNS]
+                + [describe_uses(self.identity["uses"], True) if self.identity.get("uses") else UNFINISHED, self.state])
+
+
+def read_run(folder: str | Path) -> Run:
+    """The run in ``folder`` (``localkg.evaluation.harness`` writes it): finished when its
+    ``summary.json`` reads and no later pass has started; else failed (``status.json`` keeps the
+    error), interrupted, or incomplete (killed, still running, or a damaged summary)."""
+    folder = Path(folder)
+    files = {name: folder / name for name in ("run.json", "status.json", "summary.json", "predictions.jsonl")}
+    if not any(path.is_file() for path in files.values()):
+        raise EvaluationError(f"{folder} holds no run (no summary.json, run.json or predictions; is it the --out "
+                              "of a `localkg eval`?)")
+    identity, status, summary = (_json_or_none(files[name]) for name in ("run.json", "status.json", "summary.json"))
+    identity = identity or {}
+    state = (status or {"state": "finished"})["state"]   # a run from before status.json: finished if summarised
+    answered = _lines(files["predictions.jsonl"])
+    of = f"{answered} of {status['questions']}" if status and "questions" in status else f"{answered}"
+    if state == "failed":
+        return Run(folder, f"failed after {of} answered: {status['error']}", None, identity)  # type: ignore[index]
+    if state == "interrupted":
+        return Run(folder, f"interrupted after {of} answered", None, identity)
+    if state != "finished" or summary is None or not set(COMPARE_COLUMNS) <= set(summary):
+        return Run(folder, f"incomplete: {of} answered, no summary (killed, still running, or damaged)", None,
+                   identity)
+    return Run(folder, "finished", summary, identity)
+
+
+def _json_or_none(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.is_file() else 0
 
 
 def compare_runs(folders: Sequence[str | Path], out: str | Path) -> str:
-    """One table and one plot across runs (accuracy against LLM calls and tokens per question).
+    """One table across runs and one plot of the finished ones (accuracy against LLM calls and
+    tokens per question). A run that failed, was interrupted or is incomplete is a row that
+    says so, with no numbers.
 
     Writes ``compare.md`` and ``compare.png`` into ``out`` and returns the table.
     """
-    summaries = load_summaries(folders)
-    table = "\n".join(_table(COMPARE_COLUMNS, [[s[c] for c in COMPARE_COLUMNS] for s in summaries]))
+    runs = [read_run(folder) for folder in folders]
+    table = "\n".join(_table(COMPARE_COLUMNS + ("uses", "status"), [run.row() for run in runs]))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / COMPARE_TABLE).write_text(table + "\n", encoding="utf-8")
+    _plot_compare(out / COMPARE_PLOT, [run.summary for run in runs if run.summary is not None])
+    return table
+
+
+def _plot_compare(path: Path, summaries: Sequence[dict[str, Any]]) -> None:
     plt = _pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
     for summary in summaries:
@@ -166,6 +232,5 @@ def compare_runs(folders: Sequence[str | Path], out: str | Path) -> str:
         axis.set_ylabel("Hits@1")
         axis.set_ylim(0, 1)
     figure.tight_layout()
-    figure.savefig(out / COMPARE_PLOT, dpi=100)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
-    return table

@@ -5,8 +5,9 @@ soon as it is answered. A worker owns an :class:`~localkg.evaluation.answering.A
 own read-only store handle and models) and answers one question at a time, so the parent knows
 which question each worker is on: a failure or a dead worker stops the run with an error that
 names it. Local workers are started with ``spawn`` (forking a process that has Kùzu, torch or
-llama.cpp loaded is unsafe), ignore Ctrl-C (the parent stops them) and exit when the parent
-dies. A pool outlives one run, so the cells of a grid that share a store and a model reuse it.
+llama.cpp loaded is unsafe), ignore Ctrl-C (the parent stops them, and they leave through the
+normal exit) and exit when the parent dies. A pool outlives one run, so the cells of a grid that
+share a store and a model reuse it.
 """
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
     from localkg.evaluation.harness import EvalConfig
 
 Outcome = tuple[str, Any]  # ("ok", predictions line) or ("error", message)
-Task = tuple[str, "EvalConfig", "Question | None"]  # (module of the reasoner class, run, question or None: open)
-OPENING = "opening the store and loading the models"
+Task = tuple[str, "EvalConfig", "Question | None"]  # (module of the reasoner class, run, question or None: prepare)
+OPENING = "opening the store, loading the models and building the reasoner"
 
 
 def cpu_count() -> int:
@@ -48,14 +49,13 @@ def serve_one(answerer: Answerer, task: Task) -> Outcome:
 
     The task names the module that registers the run's reasoner, which the worker imports first:
     a reasoner registered by the caller's own code (not one of localkg's) is then known there too.
-    A task without a question only opens the run's store and models.
+    A task without a question only prepares the run (:meth:`Answerer.prepare`).
     """
     module, config, question = task
     try:
         importlib.import_module(module)
         if question is None:
-            answerer.open(config)
-            return "ok", None
+            return "ok", answerer.prepare(config)
         return "ok", answerer.answer(config, question)
     except LocalKGError as error:
         return "error", str(error)
@@ -76,8 +76,7 @@ class Pool:
     threads: int | None = None  # each worker's CPU share; None: this process as it is
 
     def answer_all(self, config: "EvalConfig", questions: Iterable["Question"]) -> Iterator[dict[str, Any]]:
-        """Predictions lines in the order they finish."""
-        self.prepare(config)
+        """Predictions lines in the order they finish (once :meth:`prepare` has prepared the run)."""
         config = self._worker_config(config)
         module = get_reasoner(config.reasoner).__module__
         pending = iter(questions)
@@ -112,19 +111,23 @@ class Pool:
     def size(self) -> int:
         raise NotImplementedError
 
-    def prepare(self, config: "EvalConfig") -> None:
-        """Open the run's store and load its models in every worker before the first question, so
-        a store that cannot be opened stops the run at once (a no-op where they are open)."""
+    def prepare(self, config: "EvalConfig") -> dict[str, Any]:
+        """Every worker opens the run's store, loads its models and builds its reasoner before the
+        first question, so one that cannot stops the run at once (cheap where they are open).
+        Returns what the reasoner settled on the store (``uses_record``), the same in every worker."""
         config = self._worker_config(config)
         busy = {worker: OPENING for worker in range(self.size)}
         for worker in busy:
             self._submit(worker, (get_reasoner(config.reasoner).__module__, config, None))
+        settled: dict[str, Any] = {}
         while busy:
             worker, (status, value) = self._next_outcome(busy)
             del busy[worker]
             if status != "ok":
                 raise WorkerError(f"cannot start the run{f' in worker {worker + 1}' if self.size > 1 else ''}: "
                                   f"{value}")
+            settled[f"worker {worker + 1}"] = value
+        return agreed_uses(settled)
 
     def _submit(self, worker: int, task: Task) -> None:
         raise NotImplementedError
@@ -233,6 +236,7 @@ class ProcessPool(Pool):
 def _serve(connection: Connection, threads: int) -> None:
     """A worker process: answer each task received until told to stop (None) or the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the parent decides
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
@@ -251,10 +255,28 @@ def _serve(connection: Connection, threads: int) -> None:
         answerer.close()
 
 
+def _exit_cleanly(signum: int, frame: Any) -> None:
+    """The parent's stop (``terminate``): leave through the normal exit, so what the worker made
+    is released. A spawned worker's semaphores (tqdm's lock, made while the models load) are
+    registered with multiprocessing's resource tracker, which otherwise warns of them as leaked."""
+    raise SystemExit(128 + signum)
+
+
 def _exit_with(parent_sentinel: int) -> None:
     """Workers must not outlive the parent: when it dies (even by SIGKILL), so does this one."""
     wait([parent_sentinel])
     os._exit(1)
+
+
+def agreed_uses(settled: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What every worker's reasoner settled (by worker), which must be one thing: workers that
+    read different checkpoints (another copy on another node) would mix two scorers in one run."""
+    (first, uses), *others = settled.items()
+    for where, other in others:
+        if other != uses:
+            raise WorkerError(f"the workers' reasoners did not settle the same: {first} uses {uses}, {where} uses "
+                              f"{other}; give every node the same copy of the store's checkpoints")
+    return uses
 
 
 def resolve_workers(value: str) -> int | None:
