@@ -9,6 +9,7 @@ from localkg.errors import (DatabaseExistsError, DatabaseFormatError, DatabaseLo
                             UnknownEntityError)
 from localkg.loaders.triples import load_triples
 from localkg.store import KG, FactBatch
+from localkg.store.kg import QueryLog
 from localkg.store.model import CVT, LITERAL
 
 
@@ -155,6 +156,29 @@ def test_literal_is_a_node_with_value(marriage_kg: KG) -> None:
     assert marriage_kg.find("1992-10-03") == []  # literals are not labels
     stats = marriage_kg.stats()
     assert (stats.entities, stats.cvts, stats.literals) == (2, 1, 1)
+
+
+def test_every_primitive_call_is_logged(marriage_kg: KG) -> None:
+    """A reasoner's ``kg_queries`` counts every query the store ran for it: ``steps`` and
+    ``subgraph`` as the ``triples`` calls they make, ``name`` as its ``node`` call."""
+    calls = {
+        "node": lambda kg: kg.node("m.obama"), "has_node": lambda kg: kg.has_node("m.obama"),
+        "name": lambda kg: kg.name("m.obama"), "relations": lambda kg: kg.relations("m.obama"),
+        "neighbors": lambda kg: kg.neighbors("m.obama", "people.person.spouse_s"),
+        "reach": lambda kg: kg.reach(["m.obama"], "people.person.spouse_s"),
+        "triples": lambda kg: kg.triples("m.obama"), "find": lambda kg: kg.find("Barack Obama"),
+        "steps": lambda kg: kg.steps("m.obama"), "paths": lambda kg: kg.paths("m.obama", "m.michelle"),
+        "subgraph": lambda kg: kg.subgraph(["m.obama"], hops=1), "stats": lambda kg: kg.stats(),
+        "relation_catalogue": lambda kg: kg.relation_catalogue(), "iter_nodes": lambda kg: list(kg.iter_nodes()),
+    }
+    logged = {}
+    for primitive, call in calls.items():
+        marriage_kg.log = QueryLog()
+        call(marriage_kg)
+        logged[primitive] = {entry["primitive"] for entry in marriage_kg.log.entries}
+    marriage_kg.log = None
+    assert logged == {**{primitive: {primitive} for primitive in calls}, "name": {"node"}, "steps": {"triples"},
+                      "subgraph": {"triples"}}
 
 
 def test_open_missing_create_twice_and_lock(tmp_path: Path) -> None:

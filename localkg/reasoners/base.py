@@ -224,7 +224,7 @@ class Reasoner(ABC):
         try:
             topics = list(topic_entities or []) if topic_entities or not self.uses_graph else self._link(question, result)
             result.topic_entities = topics
-            known = [t for t in topics if self.kg.has_node(t)]
+            known = [t for t in topics if self.kg.has_node(t)] if self.uses_graph else topics
             if not known and self.uses_graph:
                 result.notes.append("no answer found: no topic entity of the question is in the graph"
                                     if topics else "no answer found: no topic entity could be linked")
