@@ -47,6 +47,7 @@ def test_json_is_the_result_shape_without_the_trace(db):
     assert data["seconds"] > 0
 
 
+@pytest.mark.model
 def test_tog_with_the_real_model_prints_the_answer_and_its_evidence_path(db):
     result = ask("which movies did Ginger Rogers star in", "--db", str(db), "--topic", "Ginger Rogers",
                  "--n-ctx", "1024")
@@ -57,6 +58,7 @@ def test_tog_with_the_real_model_prints_the_answer_and_its_evidence_path(db):
     assert "LLM calls" in lines[-1]
 
 
+@pytest.mark.model
 def test_trace_shows_every_llm_call_and_graph_query(db):
     text = ask("who directed Top Hat", "--db", str(db), "--topic", "Top Hat", "--trace", "--n-ctx", "1024").stdout
     assert "--- LLM call 1: sufficient-1" in text and ">>> " in text
@@ -68,6 +70,7 @@ def test_trace_shows_every_llm_call_and_graph_query(db):
     assert any(note.startswith("depth 1: beam") for note in as_json["notes"])
 
 
+@pytest.mark.model
 def test_set_overrides_a_setting_and_unknown_settings_are_refused(db):
     narrow = json.loads(ask("who starred in Top Hat", "--db", str(db), "--topic", "Top Hat", "--set", "depth=1",
                             "--set", "max_tails=1", "--json", "--trace", "--n-ctx", "1024").stdout)
@@ -106,6 +109,7 @@ def test_a_model_that_cannot_be_loaded_stops_ask_in_one_line(db, tmp_path, conte
     assert last.startswith("Error: ") and message in last
 
 
+@pytest.mark.model
 def test_a_question_longer_than_the_context_says_on_stderr_that_the_llm_calls_were_skipped(db):
     question = "who directed Top Hat " + "and I really do wonder about it " * 60
     result = CliRunner().invoke(main, ["ask", question, "--db", str(db), "--topic", "Top Hat", "--reasoner", "tog",
@@ -139,6 +143,7 @@ def test_without_a_reasoner_ask_takes_the_default_policy_s_and_names_it(db):
     assert refused.stderr.startswith(f"reasoner: tog (the default: {db} has no trained path scorer")
 
 
+@pytest.mark.model
 def test_demo_answers_its_question_with_a_reasoner_and_the_evidence(tmp_path):
     result = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "demo")], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -262,6 +262,7 @@ def test_with_two_topics_the_answers_are_the_nodes_both_reach(tmp_path, scorer):
     kg.close()
 
 
+@pytest.mark.model
 def test_real_model_answers_a_metaqa_question(metaqa_kg, llm, scorer):
     reasoner = BoundedPathContext(Context(metaqa_kg, llm_factory=lambda: llm, scorer_factory=lambda: scorer),
                                   depth=2)

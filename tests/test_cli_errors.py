@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
@@ -50,6 +51,7 @@ def test_a_model_that_is_not_gguf(tmp_path: Path) -> None:
     assert one_line_error(result) and "is not a GGUF model file" in result.output, result.output
 
 
+@pytest.mark.model
 def test_link_and_index_build_on_an_empty_store_need_no_traceback(tmp_path: Path) -> None:
     """Linking and the label table met an empty store with an ArrowInvalid; now they say what they found."""
     KG.create(tmp_path / "db").close()

@@ -93,6 +93,7 @@ def test_locked_database_is_reported_clearly(tmp_path: Path) -> None:
     assert "open in another process" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.model
 def test_demo_builds_and_shows_the_evidence(tmp_path: Path) -> None:
     result = run("demo", "--db", str(tmp_path / "demo"))
     assert result.exit_code == 0

@@ -28,6 +28,7 @@ def test_answers_with_the_best_path_and_its_evidence_without_the_llm(path_movies
     assert [p.relations for p in two_hops.evidence] == [("starred_actors⁻¹", "directed_by")]
 
 
+@pytest.mark.model
 def test_a_close_call_costs_one_grammar_constrained_choice(path_movies, scorer, trained_paths, llm):
     checkpoint, _report = trained_paths
     # margin 1: every question is a close call between the top paths

@@ -132,6 +132,7 @@ def test_unusable_outputs_fall_back(films, scorer):
     assert result.answers and all(films.has_node(a.id) for a in result.answers)
 
 
+@pytest.mark.model
 def test_real_model_answers_a_one_hop_question(metaqa_kg, llm, scorer):
     paths = get_reasoner("paths")(Context(metaqa_kg, _llm=llm, _scorer=scorer), max_depth=1, supplement=False,
                                   expand_total=0, analysis_tokens=48)

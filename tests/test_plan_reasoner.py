@@ -103,6 +103,7 @@ def test_unusable_outputs_fall_back_to_the_embedding_order(backtrack_kg, scorer)
     assert result.answers and all(backtrack_kg.has_node(a.id) for a in result.answers)
 
 
+@pytest.mark.model
 def test_real_model_answers_a_one_hop_question(metaqa_kg, llm, scorer):
     plan = get_reasoner("plan")(Context(metaqa_kg, _llm=llm, _scorer=scorer), max_depth=1, plan_tokens=48)
     result = plan.answer("what movies did Temuera Morrison act in", ["Temuera Morrison"])

@@ -120,6 +120,7 @@ def test_unusable_outputs_fall_back_to_graph_side_rules(films, scorer):
     assert result.answers and all(films.has_node(a.id) for a in result.answers)
 
 
+@pytest.mark.model
 def test_real_model_runs_one_step_cycle(metaqa_kg, llm, scorer):
     reasoner = get_reasoner("ppoga")(Context(metaqa_kg, _llm=llm, _scorer=scorer), max_iterations=1,
                                      plan_tokens=128)

@@ -19,6 +19,17 @@ def _batch(*facts: tuple[str, str, str], **aliases: list[str]) -> FactBatch:
     return batch
 
 
+def _record_statements(kg: KG, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement ``kg`` runs from now on, through either of its two ways to Kùzu
+    (``_run``, which the store's own queries and the writer's updates take, and ``execute``)."""
+    statements: list[str] = []
+    for method in ("_run", "execute"):
+        original = getattr(kg, method)
+        monkeypatch.setattr(kg, method, lambda query, parameters=None, _original=original: (
+            statements.append(query), _original(query, parameters))[1])
+    return statements
+
+
 def test_aliases_added_over_several_writes_are_applied_when_the_writer_closes(tmp_path: Path) -> None:
     """m1 is stored by a first flush; each later write adds an alias to it, saved as a pending
     update at each flush and applied when the writer closes."""
@@ -41,11 +52,8 @@ def test_updates_of_nodes_staged_in_the_same_flush_are_folded_into_the_copied_ro
                                                                                     monkeypatch) -> None:
     """m2 is staged bare (an object), then named and aliased by later writes of the same flush:
     it is copied once with all of it, with no update statement and no pending file."""
-    statements: list[str] = []
     with KG.create(tmp_path / "db") as kg:
-        execute = kg.execute
-        monkeypatch.setattr(kg, "execute", lambda query, parameters=None: (statements.append(query),
-                                                                          execute(query, parameters))[1])
+        statements = _record_statements(kg, monkeypatch)
         with kg.writer() as writer:
             writer.write(_batch(("m1", "r", "m2")))
             first = _batch(("m2", "r", "m3"), m2=["alias a"])
@@ -111,11 +119,8 @@ def _numbered_graph(count: int) -> list[FactBatch]:
 def test_updates_of_stored_nodes_are_applied_a_sequence_range_at_a_time(tmp_path: Path, monkeypatch) -> None:
     """Each range of sequence numbers is matched within its range (a match on the id alone scans
     every node) in a transaction of its own, and every update lands on its own node."""
-    statements: list[str] = []
     with KG.create(tmp_path / "db") as kg:
-        execute = kg._run
-        monkeypatch.setattr(kg, "_run", lambda query, parameters=None: (statements.append(query),
-                                                                        execute(query, parameters))[1])
+        statements = _record_statements(kg, monkeypatch)
         stored, named = _numbered_graph(20)
         with kg.writer() as writer:
             writer.update_span = 4
