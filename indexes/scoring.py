@@ -8,8 +8,8 @@ before are encoded, in one batch; ranking 100 cached relations is then one
 small matrix-vector product.
 
 MiniLM alone confuses relations of one domain: for "who directed Top Hat" it
-puts ``starred_actors`` above ``directed_by`` (cosine 0.30 vs 0.27), because
-both read as "about films". So the score is the cosine plus
+puts ``starred_actors`` above ``directed_by``, because both read as "about
+films" (docs/indexes.md has the measurements). So the score is the cosine plus
 ``lexical_weight`` times the share of the text's content-word stems that the
 question contains ("director" and "directed" share the stem "direct"), the
 usual dense-plus-lexical hybrid. ``lexical_weight=0`` gives the plain cosine.

@@ -8,9 +8,8 @@ every write. Two standard glibc controls bound that: at most
 run before the database starts its threads), and ``malloc_trim(0)`` after
 each write, which hands the free heap pages back. Both are no-ops where the C
 library is not glibc. Arrow's default allocator (mimalloc) keeps what the
-writer's tables freed; the system allocator hands it back at the same trim
-(the 2M-line Freebase load's writer peaked at 540 MB instead of 655, in the
-same time). Measured in docs/benchmarks.md.
+writer's tables freed; the system allocator hands it back at the same trim.
+The effect is in docs/architecture.md (the write path).
 """
 from __future__ import annotations
 
