@@ -223,7 +223,6 @@ def test_depth_from_distance_without_a_usable_checkpoint_is_refused_when_built(m
 
 
 @pytest.mark.model
-@pytest.mark.model
 def test_real_model_answers_a_metaqa_question(metaqa_kg, llm, scorer):
     reasoner = ThinkOnGraph(Context(metaqa_kg, llm_factory=lambda: llm, scorer_factory=lambda: scorer))
     result = reasoner.answer("who directed Top Hat", ["Top Hat"])
