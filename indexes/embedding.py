@@ -5,7 +5,9 @@ package, loaded from its directory in site-packages, so nothing is ever fetched
 from a model hub; any other sentence-transformers model directory can be given
 by path (``--embed-model PATH``). Vectors are L2-normalised float32, so an inner
 product is a cosine similarity and FAISS ``METRIC_INNER_PRODUCT`` indexes rank by
-cosine.
+cosine. A BERT model with mean pooling, the bundled one among them, runs on torch
+alone (``bert.py``: importing sentence-transformers costs more than the question it
+would embed); any other through sentence-transformers.
 """
 from __future__ import annotations
 
@@ -66,20 +68,32 @@ class Embedder:
     """
 
     def __init__(self, model_path: str | Path | None = None, device: str | None = None):
-        from sentence_transformers import SentenceTransformer
+        from localkg.indexes.bert import BertEncoder, readable
 
         self.model_path = resolve_model_path(model_path)
         self.model_name = DEFAULT_MODEL_NAME if model_path is None else self.model_path.name
         self.device = device or default_device()
-        self._model = SentenceTransformer(str(self.model_path), device=self.device, local_files_only=True)
+        layout = readable(self.model_path)
+        self._bert = BertEncoder(layout, self.device) if layout is not None else None
+        self._model = None if layout is not None else self._sentence_transformer()
+        self.dim = self._bert.dim if self._bert is not None else int(self._model_dimension())
+
+    def _sentence_transformer(self) -> object:
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(str(self.model_path), device=self.device, local_files_only=True)
+
+    def _model_dimension(self) -> int:
         dimension = getattr(self._model, "get_embedding_dimension", None) or \
             self._model.get_sentence_embedding_dimension  # renamed in sentence-transformers 6
-        self.dim = int(dimension())
+        return int(dimension())
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` as an (n, dim) float32 array of unit vectors, in batches."""
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._bert is not None:
+            return self._bert.encode(list(texts), batch_size, progress)
         vectors = self._model.encode(list(texts), batch_size=batch_size, show_progress_bar=progress,
                                      convert_to_numpy=True, normalize_embeddings=True)
         return np.ascontiguousarray(vectors, dtype=np.float32)

@@ -38,6 +38,44 @@ def test_default_model_comes_from_the_installed_package() -> None:
     assert "site-packages" in str(path) and (path / "modules.json").is_file()
 
 
+#: Texts that exercise what sentence-transformers does before the model: stripping, lowercasing
+#: (the tokenizer's), accents, a text longer than the 256 tokens kept, an empty one.
+TEXTS = ["who directed [Top Hat]", "  Ginger Rogers  ", "starred_actors", "Ünïcödé naïve café 東京", "",
+         " ".join(["word"] * 400), "WHICH FILMS DID MARK SANDRICH DIRECT?", "in language"]
+
+
+def sentence_transformers_vectors(path: Path, texts: list[str]) -> np.ndarray:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    return model.encode(texts, batch_size=4, convert_to_numpy=True, normalize_embeddings=True)
+
+
+def test_the_bundled_model_gives_sentence_transformers_vectors_without_it(embedder: Embedder) -> None:
+    """The bundled MiniLM runs on torch alone (localkg/indexes/bert.py); its vectors are those
+    sentence-transformers gives, to float rounding, batched or one at a time."""
+    expected = sentence_transformers_vectors(embedder.model_path, TEXTS)
+    np.testing.assert_allclose(embedder.encode(TEXTS, batch_size=3), expected, atol=1e-6)
+    np.testing.assert_allclose(np.stack([embedder.encode([text])[0] for text in TEXTS]), expected, atol=1e-6)
+
+
+def test_a_model_of_another_kind_is_read_by_sentence_transformers(embedder: Embedder, tmp_path: Path) -> None:
+    """A model the torch-only encoder does not run (here the bundled one with [CLS] pooling)
+    still embeds, as sentence-transformers reads it."""
+    import json
+    import shutil
+
+    model = tmp_path / "cls-model"
+    shutil.copytree(embedder.model_path, model, ignore=shutil.ignore_patterns("model.safetensors"))
+    (model / "model.safetensors").symlink_to(embedder.model_path / "model.safetensors")
+    pooling = model / "1_Pooling" / "config.json"
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "pooling_mode_cls_token": True,
+                                   "pooling_mode_mean_tokens": False}))
+    vectors = Embedder(model, device="cpu").encode(TEXTS[:3])
+    np.testing.assert_allclose(vectors, sentence_transformers_vectors(model, TEXTS[:3]), atol=1e-6)
+    assert not np.allclose(vectors, embedder.encode(TEXTS[:3]), atol=1e-3)  # [CLS], not the mean
+
+
 def test_a_directory_that_is_no_model_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFoundError, match="not a sentence-transformers model"):
         Embedder(tmp_path)

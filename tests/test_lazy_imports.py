@@ -2,7 +2,7 @@
 it uses. ``localkg stats`` and ``localkg ask --reasoner io`` (the real bundled model, no graph
 reasoning) never import torch, which only the encoder and the trained scorers need; choosing the
 default reasoner and building tog on a store without trained scorers import none of it, and tog
-answering imports the encoder's torch but never fog's model code."""
+answering imports the encoder's torch but neither sentence-transformers nor fog's model code."""
 from __future__ import annotations
 
 import subprocess
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-#: The heavy modules a run may or may not import: torch, fog's model and the path scorer's.
-WATCHED = ("torch", "localkg.fog.model", "localkg.retrieval.model")
+#: The heavy modules a run may or may not import: torch, sentence-transformers (which the bundled
+#: encoder does without), fog's model and the path scorer's.
+WATCHED = ("torch", "sentence_transformers", "localkg.fog.model", "localkg.retrieval.model")
 LOADED = f"print('loaded:', [name for name in {WATCHED!r} if name in sys.modules])"
 
 RUN = """
@@ -81,7 +82,7 @@ def test_building_tog_without_trained_scorers_imports_no_torch(db: Path) -> None
 
 
 @pytest.mark.model
-def test_tog_answering_imports_the_encoders_torch_but_not_fogs_model(db: Path) -> None:
+def test_tog_answering_imports_the_encoders_torch_only(db: Path) -> None:
     lines = run_cli("ask", "who directed Top Hat", "--db", str(db), "--reasoner", "tog", "--topic", "Top Hat",
                     "--n-ctx", "1024")
     assert any(line.startswith("(tog: ") for line in lines)
