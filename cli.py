@@ -502,10 +502,19 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
 
 @train_group.command("paths")
 @db_option()
-@click.option("--questions", "questions", required=True, multiple=True,
+@click.option("--questions", "questions", multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Questions with answers (any format `localkg eval` reads; JSONL: question, answers, "
-                   "optional topic_entities); repeatable.")
+                   "optional topic_entities); repeatable. Without: train from the store's own questions alone.")
+@click.option("--store-questions/--no-store-questions", "store_questions", default=None,
+              help="Train on questions made from the store itself (every relation, both directions, every "
+                   "path length up to --max-hops), beside --questions. Default: only when no --questions are given.")
+@click.option("--topics-per-relation", "topics_per_relation", type=click.IntRange(min=1), default=24,
+              show_default=True, help="Store questions: topics drawn per relation and direction.")
+@click.option("--pair-weight", "pair_weight", type=click.FloatRange(min=0, min_open=True), default=3.0,
+              show_default=True, help="How many store questions one of your --questions pairs weighs.")
+@click.option("--save-synthetic", "save_synthetic", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the store's questions as JSONL (read, edit, then train on them with --questions).")
 @click.option("--format", "fmt", default="auto", show_default=True, help="Questions format (see localkg eval).")
 @click.option("--max-hops", "max_hops", type=click.IntRange(1, 4), default=3, show_default=True,
               help="Longest relation path searched for.")
@@ -522,22 +531,30 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
               "1 is faster on a machine busy with other work).")
 @click.option("--json", "as_json", is_flag=True, help="Print the training report as JSON.")
 @friendly_errors(interrupted=TRAINING_INTERRUPTED)
-def train_paths(db: Path, questions: tuple[Path, ...], fmt: str, max_hops: int, sample: int | None,
+def train_paths(db: Path, questions: tuple[Path, ...], store_questions: bool | None, topics_per_relation: int,
+                pair_weight: float, save_synthetic: Path | None, fmt: str, max_hops: int, sample: int | None,
                 exclude_sample: int | None, exclude_seed: int, out: Path | None, epochs: int, seed: int,
                 device: str | None, threads: int | None, as_json: bool) -> None:
-    """Learn which relation paths questions ask for, from question-answer pairs (docs/training.md)."""
+    """Learn which relation paths questions ask for: from question-answer pairs, from questions
+    made from the store itself, or both (docs/training.md)."""
     import torch
 
     from localkg.datasets import TrainingSet
     from localkg.retrieval.location import default_checkpoint
     from localkg.retrieval.supervision import SupervisionLimits
+    from localkg.retrieval.synthetic import SyntheticLimits
     from localkg.retrieval.train import TrainConfig, train_from_files
     from localkg.store import KG
 
     if threads:
         torch.set_num_threads(threads)
+    if store_questions is None:
+        store_questions = not questions
+    if not questions and not store_questions:
+        raise click.UsageError("--no-store-questions needs --questions: there would be nothing to train on")
     config = TrainConfig(epochs=epochs, seed=seed, device=device)
-    selection = TrainingSet([str(q) for q in questions], fmt, sample, exclude_sample, exclude_seed)
+    selection = TrainingSet([str(q) for q in questions], fmt, sample, exclude_sample, exclude_seed) if questions else None
+    synthetic = SyntheticLimits(topics_per_relation=topics_per_relation) if store_questions else None
 
     def show(epoch: Any) -> None:
         if not as_json:
@@ -546,16 +563,20 @@ def train_paths(db: Path, questions: tuple[Path, ...], fmt: str, max_hops: int, 
 
     with KG.open(db, read_only=True) as kg:
         report = train_from_files(kg, selection, config, out or default_checkpoint(kg.path),
-                                  limits=SupervisionLimits(max_hops=max_hops), progress=not as_json, on_epoch=show)
+                                  limits=SupervisionLimits(max_hops=max_hops), progress=not as_json, on_epoch=show,
+                                  synthetic=synthetic, pair_weight=pair_weight, save_synthetic=save_synthetic)
     if as_json:
         echo_json(report.to_json())
         return
     supervision = report.supervision
     gold = (f"; best path = the dataset's gold path for {supervision.gold_accuracy:.3f} of {supervision.gold_named}"
             if supervision.gold_named else "")
-    click.echo(f"labelled {supervision.labelled} of {supervision.questions} questions ({supervision.skipped_no_path} "
-               f"reach no answer, {supervision.skipped_no_topic} have no topic in the store){gold}; "
-               f"{report.seconds:.0f} s on {report.device}; checkpoint: {report.checkpoint}")
+    made = f"{report.store_questions} questions made from the store" if synthetic else ""
+    pairs = (f"labelled {supervision.labelled - report.store_questions} of {supervision.questions} question-answer "
+             f"pairs ({supervision.skipped_no_path} reach no answer, {supervision.skipped_no_topic} have no topic in "
+             f"the store){gold}" if selection else "")
+    click.echo(f"trained on {' and '.join(part for part in (pairs, made) if part)}; {report.seconds:.0f} s on "
+               f"{report.device}; checkpoint: {report.checkpoint}")
 
 
 # ---------------------------------------------------------------- dump loading (helper "dumps")

@@ -100,11 +100,11 @@ def label_question(walker: PathWalker, topics: Sequence[str], answers: Sequence[
     if not candidates:
         return None
     if len(candidates) > 1:
-        return _supervision(candidates, _conjunctive_labels(walker, candidates, gold, limits, through_topic))
+        return labelled_paths(candidates, _conjunctive_labels(walker, candidates, gold, limits, through_topic))
     topic, paths = candidates[0]
     labels = [max(answer_f1(walker.ends(topic, path, keep, through_topic).values(), gold) for keep in (False, True))
               for path in paths]
-    supervision = _supervision(candidates, [labels])
+    supervision = labelled_paths(candidates, [labels])
     if supervision is not None:
         reached = walker.frontier(topic, supervision.best_paths()[0], through_topic).nodes
         if topic in reached and len(reached) > 1:
@@ -138,7 +138,9 @@ def _conjunctive_labels(walker: PathWalker, candidates: list[tuple[str, list[Rel
     return labels
 
 
-def _supervision(candidates: list[tuple[str, list[RelationPath]]], labels: list[list[float]]) -> Supervision | None:
+def labelled_paths(candidates: list[tuple[str, list[RelationPath]]], labels: list[list[float]]) -> Supervision | None:
+    """Each topic's candidate paths with their labels as a :class:`Supervision` (its positives: the
+    tied best, fewest hops first), or None when no path reaches an answer."""
     best_f1 = min(max(topic_labels) for topic_labels in labels)
     if best_f1 <= 0:
         return None

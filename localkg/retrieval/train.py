@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -34,9 +34,13 @@ from localkg.retrieval.features import RelationVectors, path_tensors, question_t
 from localkg.retrieval.model import PathScorer, ScorerConfig
 from localkg.retrieval.supervision import (TIE, Supervision, SupervisionLimits, gold_relation_paths,
                                            label_question, matches_gold)
+from localkg.retrieval.synthetic import SyntheticLimits, synthetic_questions, write_questions
 from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
 from localkg.torch_checkpoint import check_writable
+
+
+PAIR_WEIGHT = 3.0  # a user's question-answer pair weighs as much as this many of the store's own questions
 
 
 @dataclass
@@ -110,6 +114,7 @@ class TrainReport:
     supervision: SupervisionReport
     training_questions: int
     held_out_questions: int
+    store_questions: int = 0
     epochs: list[EpochReport] = field(default_factory=list)
     checkpoint: str = ""
     device: str = "cpu"
@@ -198,18 +203,19 @@ class _Tensors:
     """A group's hop tensors, built once."""
 
     def __init__(self, group: Group, text: str, vectors: RelationVectors, types: dict[RelationPath, int],
-                 hops: int):
+                 hops: int, weight: float = 1.0):
         self.question = group.question
         self.relations, self.backward, self.said, self.mask, self.types = path_tensors(
             group.paths, text, vectors, types, hops)
         self.positive = torch.tensor(group.positive, dtype=torch.bool)
         self.full = group.full
+        self.weight = weight
 
 
 def group_loss(model: PathScorer, questions: torch.Tensor, relation_matrix: torch.Tensor,
                batch: Sequence[_Tensors], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean negative log of the probability each group of ``batch`` gives its positives together, and
-    per full group whether its top path is a positive."""
+    """Mean negative log of the probability each group of ``batch`` gives its positives together
+    (weighted by each group's question weight), and per full group whether its top path is a positive."""
     owner = torch.cat([torch.full((len(g.positive),), g.question, dtype=torch.long) for g in batch]).to(device)
     group = torch.cat([torch.full((len(g.positive),), i, dtype=torch.long) for i, g in enumerate(batch)]).to(device)
     relations = torch.cat([g.relations for g in batch]).to(device)
@@ -222,7 +228,9 @@ def group_loss(model: PathScorer, questions: torch.Tensor, relation_matrix: torc
     count = len(batch)
     top = _group_max(scores, group, count)
     positive_scores = scores.masked_fill(~positives, -math.inf)
-    loss = (_group_logsumexp(scores, group, count) - _group_logsumexp(positive_scores, group, count)).mean()
+    weights = torch.tensor([g.weight for g in batch], device=device)
+    losses = _group_logsumexp(scores, group, count) - _group_logsumexp(positive_scores, group, count)
+    loss = (losses * weights).sum() / weights.sum()
     hit = torch.zeros(count, device=device).scatter_reduce(
         0, group, ((scores >= top[group]) & positives).float(), "amax", include_self=True)
     full = torch.tensor([g.full for g in batch], device=device)
@@ -243,8 +251,10 @@ def _group_logsumexp(values: torch.Tensor, group: torch.Tensor, count: int) -> t
 
 def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: Any, config: TrainConfig,
                  out: str | Path, report: SupervisionReport, meta: dict[str, Any] | None = None,
-                 progress: bool = False, on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
-    """Fit a fresh scorer on labelled questions and write a checkpoint to ``out`` after each epoch."""
+                 progress: bool = False, on_epoch: Callable[[EpochReport], None] | None = None,
+                 weights: Sequence[float] | None = None) -> TrainReport:
+    """Fit a fresh scorer on labelled questions and write a checkpoint to ``out`` after each epoch;
+    ``weights`` (one per labelled question, default 1) scale each question's share of the loss."""
     if len(labelled) < 2:
         raise TrainingDataError(f"{len(labelled)} labelled question(s): too few to train (of {report.questions}: "
                                 f"{report.skipped_no_topic} without a topic in the store, "
@@ -267,7 +277,9 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     types = path_types(group for index, group in groups if index not in held_out)
     training, validation = [], []
     for index, group in groups:
-        (validation if index in held_out else training).append(_Tensors(group, texts[index], vectors, types, hops))
+        weight = 1.0 if weights is None else float(weights[index])
+        (validation if index in held_out else training).append(_Tensors(group, texts[index], vectors, types, hops,
+                                                                        weight))
     validation = [g for g in validation if g.full] or [g for g in training if g.full]
     relation_matrix = vectors.matrix.to(device)
     model = PathScorer(ScorerConfig(encoder_dim=questions.shape[1], hidden=config.hidden,
@@ -311,15 +323,46 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
 
 def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Path, embedder: Any = None,
                      limits: SupervisionLimits = SupervisionLimits(), progress: bool = False,
-                     on_epoch: Callable[[EpochReport], None] | None = None) -> TrainReport:
+                     on_epoch: Callable[[EpochReport], None] | None = None,
+                     synthetic: SyntheticLimits | None = None, pair_weight: float = PAIR_WEIGHT,
+                     save_synthetic: str | Path | None = None) -> TrainReport:
     """``localkg train paths``: questions → labelled paths → a trained scorer checkpoint at ``out``.
 
-    ``selection`` is a ``localkg.datasets.TrainingSet`` (files, sample, the excluded eval sample).
+    ``selection`` is a ``localkg.datasets.TrainingSet`` (files, sample, the excluded eval sample),
+    or None for none. ``synthetic``: questions made from the store itself are trained on too
+    (``localkg.retrieval.synthetic``), and each of the user's pairs weighs ``pair_weight`` of them;
+    ``save_synthetic`` writes them as JSONL.
     """
-    from localkg.datasets import resolve_topics, select_training_questions
     from localkg.indexes.embedding import Embedder
 
     check_writable(out)  # before supervision and epochs are spent on a checkpoint that cannot be written
+    if selection is None and synthetic is None:
+        raise TrainingDataError("nothing to train on: give question-answer pairs, or train from the store's own questions")
+    labelled, weights, report, meta = [], [], SupervisionReport(), {"db": str(kg.path), "limits": asdict(limits)}
+    if selection is not None:
+        labelled, report, meta = _labelled_pairs(kg, selection, config, limits, progress)
+        weights = [pair_weight if synthetic is not None else 1.0] * len(labelled)
+    if synthetic is not None:
+        made = synthetic_questions(kg, replace(synthetic, max_hops=limits.max_hops, seed=config.seed), progress)
+        if save_synthetic is not None:
+            write_questions(save_synthetic, [question for question, _supervision in made])
+        labelled += made
+        weights += [1.0] * len(made)
+        report.labelled += len(made)
+        meta["synthetic"] = {"questions": len(made), "limits": asdict(synthetic), "pair_weight": pair_weight}
+    embedder = embedder or Embedder(device=str(pick_device(config.device)))
+    result = train_scorer(kg, labelled, embedder, config, out, report, meta=meta, progress=progress,
+                          on_epoch=on_epoch, weights=weights)
+    result.store_questions = meta.get("synthetic", {}).get("questions", 0)
+    return result
+
+
+def _labelled_pairs(kg: KG, selection: Any, config: TrainConfig, limits: SupervisionLimits,
+                    progress: bool) -> tuple[list[tuple[Any, Supervision]], SupervisionReport, dict[str, Any]]:
+    """The selected question-answer pairs with their labelled paths, the report, and what the
+    checkpoint records of them."""
+    from localkg.datasets import resolve_topics, select_training_questions
+
     questions, counts = select_training_questions(selection, config.seed)
     linker = None
     topics = []
@@ -333,8 +376,6 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
             linker = EntityLinker(kg)
         topics.append([candidate.id for candidate in linker.link(question.text, k=1)])
     labelled, report = supervise(kg, questions, topics, limits, progress=progress)
-    embedder = embedder or Embedder(device=str(pick_device(config.device)))
     meta = {"trained_on": selection.describe(counts), "questions": len(questions), "db": str(kg.path),
             "question_ids": [question.id for question in questions], "limits": asdict(limits)}
-    return train_scorer(kg, labelled, embedder, config, out, report, meta=meta, progress=progress,
-                        on_epoch=on_epoch)
+    return labelled, report, meta

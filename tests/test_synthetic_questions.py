@@ -1,0 +1,118 @@
+"""Questions made from a store alone: every relation asked both ways, answers exactly what the
+path reaches, two-topic questions where the store has them, opaque relation ids said by their
+labels, and nothing read but the store."""
+from __future__ import annotations
+
+import builtins
+import io
+from pathlib import Path
+
+import pytest
+
+from localkg.retrieval.synthetic import SyntheticLimits, synthetic_questions
+from localkg.store import KG
+from localkg.store.model import IN, OUT
+
+FILMS = [  # film, director, actors, year, language
+    ("Vertigo", "Alfred Hitchcock", ("James Stewart", "Kim Novak"), "1958", "English"),
+    ("Rear Window", "Alfred Hitchcock", ("James Stewart", "Grace Kelly"), "1954", "English"),
+    ("The Birds", "Alfred Hitchcock", ("Tippi Hedren", "Rod Taylor"), "1963", "English"),
+    ("Harvey", "Henry Koster", ("James Stewart", "Josephine Hull"), "1950", "English"),
+    ("High Noon", "Fred Zinnemann", ("Gary Cooper", "Grace Kelly"), "1952", "English"),
+    ("Breathless", "Jean-Luc Godard", ("Jean Seberg", "Jean-Paul Belmondo"), "1960", "French"),
+    ("Alphaville", "Jean-Luc Godard", ("Eddie Constantine", "Anna Karina"), "1965", "French"),
+    ("Pierrot le Fou", "Jean-Luc Godard", ("Jean-Paul Belmondo", "Anna Karina"), "1965", "French"),
+]
+
+
+def film_triples(directed: str, starred: str, year: str, language: str) -> list[tuple[str, str, str]]:
+    triples = []
+    for film, director, actors, released, spoken in FILMS:
+        triples += [(film, directed, director), (film, year, released), (film, language, spoken)]
+        triples += [(film, starred, actor) for actor in actors]
+    return triples
+
+
+@pytest.fixture(scope="module")
+def films(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("films") / "db"
+    with KG.open(db, create=True) as kg:
+        kg.add_triples(film_triples("directed_by", "starred_actors", "release_year", "in_language"))
+    return db
+
+
+def reached(kg: KG, topic: str, path: list[list[str]]) -> set[str]:
+    """What ``path`` reaches from ``topic``, computed hop by hop with plain neighbour queries."""
+    frontier = {topic}
+    for relation, direction in path:
+        frontier = {node.id for node_id in frontier for node in kg.neighbors(node_id, relation, direction)}
+    return frontier - {topic} or frontier
+
+
+def test_every_relation_is_asked_in_both_directions_with_exact_answers(films: Path) -> None:
+    with KG.open(films, read_only=True) as kg:
+        made = synthetic_questions(kg, SyntheticLimits(max_hops=2, topics_per_relation=6, max_answers=10))
+        questions = [question for question, _supervision in made]
+        first_hops = {tuple(question.meta["path"][0]) for question in questions if len(question.topic_entities) == 1}
+        relations = {relation for relation, *_ in kg.relation_catalogue()}
+        assert first_hops == {(relation, direction) for relation in relations for direction in (OUT, IN)}
+        assert {question.hop for question in questions} == {1, 2}
+        for question in questions:
+            assert question.text.strip() and question.answers and len(question.answers) <= 10
+            answers = {answer[1] for answer in question.answers}
+            if len(question.topic_entities) == 1:
+                assert answers == reached(kg, question.topic_entities[0], question.meta["path"]), question
+        for question, supervision in made:  # the path asked about is among the positives it trains
+            if len(question.topic_entities) == 1:
+                topic = supervision.topics[0]
+                asked = tuple(tuple(hop) for hop in question.meta["path"])
+                assert topic.labels[topic.paths.index(asked)] == max(topic.labels) == 1.0
+            else:
+                (first, first_hop), (second, second_hop) = zip(question.topic_entities, question.meta["path"])
+                assert answers == reached(kg, first, [first_hop]) & reached(kg, second, [second_hop]), question
+
+
+def test_two_topic_questions_are_made_where_answers_share_facts(films: Path) -> None:
+    with KG.open(films, read_only=True) as kg:
+        made = synthetic_questions(kg, SyntheticLimits(max_hops=1, topics_per_relation=8, conjunctive_share=1.0))
+    pairs = [question for question, _supervision in made if len(question.topic_entities) == 2]
+    assert pairs
+    for question in pairs:
+        names = question.meta["topic_names"]
+        assert all(name in question.text for name in names), question.text
+
+
+def test_no_file_but_the_store_is_read(films: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    real_open, real_io_open = builtins.open, io.open
+
+    def watched(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    with KG.open(films, read_only=True) as kg:
+        monkeypatch.setattr(builtins, "open", watched)
+        monkeypatch.setattr(io, "open", watched)
+        made = synthetic_questions(kg, SyntheticLimits(max_hops=2, topics_per_relation=4))
+        monkeypatch.setattr(builtins, "open", real_open)
+        monkeypatch.setattr(io, "open", real_io_open)
+    assert made
+    assert all(Path(file).resolve().is_relative_to(films.resolve()) for file in opened if not file.isdigit()), opened
+
+
+@pytest.mark.parametrize("style", ["freebase", "wikidata"])
+def test_opaque_relation_ids_are_said_by_their_labels(tmp_path: Path, style: str) -> None:
+    ids = {"freebase": ("film.film.directed_by", "film.film.starring", "film.film.release_year", "film.film.language"),
+           "wikidata": ("P57", "P161", "P577", "P364")}[style]
+    labels = {"P57": "director", "P161": "cast member", "P577": "publication date", "P364": "original language"}
+    with KG.open(tmp_path / "db", create=True) as kg:
+        kg.add_triples(film_triples(*ids))
+        if style == "wikidata":
+            kg.execute("UNWIND $rows AS row MATCH (r:Relation {id: row[1]}) SET r.label = row[2]",
+                       {"rows": [[key, value] for key, value in labels.items()]})
+        made = synthetic_questions(kg, SyntheticLimits(max_hops=1, topics_per_relation=4))
+    said = " ".join(question.text for question, _supervision in made)
+    if style == "freebase":
+        assert "directed by" in said and "starring" in said and "film.film" not in said
+    else:
+        assert "cast member" in said and "director" in said and "P161" not in said and "P57" not in said
