@@ -99,6 +99,9 @@ def test_the_shipped_grid_of_the_results_table_reads(shared: Path) -> None:
     from localkg.evaluation.grid import read_grid
 
     cells = read_grid(Path(__file__).parents[1] / "docs" / "grids" / "results.toml", "runs")
-    assert len(cells) == 79
+    assert len(cells) == 91
+    pinned = [cell for cell in cells if cell.config.reasoner not in ("io", "cot", "fog", "learned-paths")]
+    assert pinned and all(cell.config.settings.get("relations") == "embed" for cell in pinned)
+    assert sum(cell.config.reasoner == "learned-paths" for cell in cells) == 12
     assert all(Path(cell.config.questions).is_file() for cell in cells)
     assert {cell.config.sample for cell in cells} == {200} and {cell.config.seed for cell in cells} == {0}
