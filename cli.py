@@ -230,6 +230,7 @@ def demo(db: Path | None, question: str | None, reasoner: str | None) -> None:
     from localkg.store import KG
 
     path = ensure_demo_db(db, progress=True)
+    _train_demo_scorer(path)
     reasoner = pick_reasoner(path, reasoner)
     reasoner_class = get_reasoner(reasoner)
     with KG.open(path) as kg:
@@ -239,6 +240,30 @@ def demo(db: Path | None, question: str | None, reasoner: str | None) -> None:
         click.echo(f"question: {asked}  (reasoner: {reasoner})")
         result = reasoner_class(Context(kg)).answer(asked, None if question else [DEMO_TOPIC])
     print_answer(result, shown=5)
+
+
+DEMO_EPOCHS = 10  # the demo's first run trains in about a minute on two cores
+DEMO_TOPICS_PER_RELATION = 12
+
+
+def _train_demo_scorer(path: Path) -> None:
+    """On the demo's first run, a path scorer trained from the demo graph alone (no question-answer
+    pairs: the store's own questions), so the demo answers as a store of the user's would."""
+    from localkg.retrieval.location import default_checkpoint
+
+    if default_checkpoint(path).exists():
+        return
+    from localkg.retrieval.supervision import SupervisionLimits
+    from localkg.retrieval.synthetic import SyntheticLimits
+    from localkg.retrieval.train import TrainConfig, train_from_files
+    from localkg.store import KG
+
+    click.echo("first run: training a path scorer from the demo graph alone (no question-answer pairs)", err=True)
+    with KG.open(path, read_only=True) as kg:
+        report = train_from_files(kg, None, TrainConfig(epochs=DEMO_EPOCHS), default_checkpoint(path),
+                                  limits=SupervisionLimits(max_hops=2), progress=True,
+                                  synthetic=SyntheticLimits(topics_per_relation=DEMO_TOPICS_PER_RELATION))
+    click.echo(f"trained on {report.store_questions} questions made from the graph in {report.seconds:.0f} s", err=True)
 
 
 # ---------------------------------------------------------------- evaluation (helper "eval")

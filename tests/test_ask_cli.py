@@ -147,7 +147,8 @@ def test_without_a_reasoner_ask_takes_the_default_policy_s_and_names_it(db):
 def test_demo_answers_its_question_with_a_reasoner_and_the_evidence(tmp_path):
     result = CliRunner().invoke(main, ["demo", "--db", str(tmp_path / "demo")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "(reasoner: tog)" in result.output and "reasoner: tog (the default: " in result.stderr
+    # the first run trained a path scorer from the demo graph, so the policy picks learned-paths
+    assert "(reasoner: learned-paths)" in result.output and "reasoner: learned-paths (the default: " in result.stderr
     evidence = [line for line in result.output.splitlines() if line.startswith("  evidence: ")]
     assert evidence and all(line.startswith("  evidence: Ginger Rogers —starred_actors⁻¹→ ") for line in evidence)
     assert all("—directed_by→" in line for line in evidence)

@@ -95,12 +95,18 @@ def test_locked_database_is_reported_clearly(tmp_path: Path) -> None:
 
 @pytest.mark.model
 def test_demo_builds_and_shows_the_evidence(tmp_path: Path) -> None:
+    """The first run trains a path scorer from the demo graph alone and answers with it; the
+    second finds it and trains nothing."""
     result = run("demo", "--db", str(tmp_path / "demo"))
     assert result.exit_code == 0
-    assert "4,428 facts" in result.output
+    assert "training a path scorer from the demo graph alone" in result.output
+    assert (tmp_path / "demo" / "paths" / "scorer.pt").is_file()
+    assert "4,428 facts" in result.output and "(reasoner: learned-paths)" in result.output
     assert "answer: " in result.output
     # the evidence walks from the topic to a movie she starred in, then to its director
     assert "Ginger Rogers —starred_actors⁻¹→" in result.output and "—directed_by→" in result.output
+    again = run("demo", "--db", str(tmp_path / "demo"))
+    assert again.exit_code == 0 and "training" not in again.output and "learned-paths" in again.output
 
 
 def test_stats_counts_once(tmp_path: Path, monkeypatch) -> None:
