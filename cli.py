@@ -323,8 +323,9 @@ def eval_run(questions: Path, db: Path | None, reasoner: str | None, fmt: str, l
              model: Path | None, n_ctx: int, n_gpu_layers: int, llm_threads: int | None, prompt_style: str | None,
              llm_cache: Path | None) -> None:
     """Run REASONER over QUESTIONS; write predictions.jsonl, summary.json and report.md into --out."""
-    from localkg.evaluation.harness import EvalConfig, run_eval
-    from localkg.evaluation.workers import resolve_workers
+    from localkg.evaluation.config import EvalConfig
+    from localkg.evaluation.harness import run_eval
+    from localkg.evaluation.pools import resolve_workers
 
     parsed = parse_settings(settings)
     reasoner = pick_reasoner(db, reasoner)
@@ -352,7 +353,7 @@ def eval_grid(grid: Path, out: Path, workers: str | None, ray: str | None) -> No
     docs/evaluation.md), resuming finished and half-done cells, then compare them all."""
     from localkg.evaluation.grid import read_grid, run_grid
     from localkg.evaluation.report import compare_runs
-    from localkg.evaluation.workers import resolve_workers
+    from localkg.evaluation.pools import resolve_workers
 
     cells = read_grid(grid, out)
     fan_out = {**({"workers": resolve_workers(workers)} if workers else {}), **({"ray": ray} if ray else {})}

@@ -45,7 +45,7 @@ def metaqa_store(work: Path) -> Path:
 
 def measure(config: Any, questions: list[Any]) -> dict[str, Any]:
     """Answer ``questions`` through the pool ``config`` asks for: timings and each question's answers."""
-    from localkg.evaluation.workers import open_pool
+    from localkg.evaluation.pools import open_pool
 
     started = time.perf_counter()
     records = []
@@ -77,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from localkg.datasets import detect_format, read_questions, select_questions
-    from localkg.evaluation.harness import EvalConfig
+    from localkg.evaluation.config import EvalConfig
 
     args.work.mkdir(parents=True, exist_ok=True)
     db = args.db or metaqa_store(args.work)

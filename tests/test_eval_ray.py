@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from localkg.cli import main
 from localkg.errors import WorkerError
-from localkg.evaluation.harness import EvalConfig, run_eval, without_timing
+from localkg.evaluation.config import EvalConfig
+from localkg.evaluation.harness import run_eval, without_timing
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 

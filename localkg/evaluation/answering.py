@@ -24,7 +24,7 @@ from localkg.store.kg import KG
 
 if TYPE_CHECKING:
     from localkg.datasets import Question
-    from localkg.evaluation.harness import EvalConfig
+    from localkg.evaluation.config import EvalConfig
 
 # The EvalConfig fields that decide which LLM a worker builds.
 LLM_FIELDS = ("model", "n_ctx", "n_gpu_layers", "llm_threads", "prompt_style", "llm_cache", "seed")

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from localkg.errors import EvaluationError
-from localkg.evaluation.harness import EvalConfig, check_inputs, run_eval
-from localkg.evaluation.workers import open_pool, resolve_workers
+from localkg.evaluation.config import EvalConfig
+from localkg.evaluation.harness import check_inputs, run_eval
+from localkg.evaluation.pools import open_pool, resolve_workers
 from localkg.reasoners.base import get_reasoner
 from localkg.reasoners.default import default_reasoner
 

@@ -23,7 +23,7 @@ from localkg.evaluation.answering import Answerer
 from localkg.evaluation.workers import Outcome, Pool, Task, agreed_uses, cpu_count, limit_threads, serve_one
 
 if TYPE_CHECKING:
-    from localkg.evaluation.harness import EvalConfig
+    from localkg.evaluation.config import EvalConfig
 
 log = logging.getLogger(__name__)
 

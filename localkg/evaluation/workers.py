@@ -21,13 +21,13 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from localkg.errors import EvaluationError, LocalKGError, WorkerError
+from localkg.errors import LocalKGError, WorkerError
 from localkg.evaluation.answering import Answerer
 from localkg.reasoners.base import get_reasoner
 
 if TYPE_CHECKING:
     from localkg.datasets import Question
-    from localkg.evaluation.harness import EvalConfig
+    from localkg.evaluation.config import EvalConfig
 
 Outcome = tuple[str, Any]  # ("ok", predictions line) or ("error", message)
 Task = tuple[str, "EvalConfig", "Question | None"]  # (module of the reasoner class, run, question or None: prepare)
@@ -277,25 +277,3 @@ def agreed_uses(settled: dict[str, dict[str, Any]]) -> dict[str, Any]:
             raise WorkerError(f"the workers' reasoners did not settle the same: {first} uses {uses}, {where} uses "
                               f"{other}; give every node the same copy of the store's checkpoints")
     return uses
-
-
-def resolve_workers(value: str) -> int | None:
-    """``--workers``: a positive number, or ``auto`` (None: decided from the cores and threads)."""
-    if value == "auto":
-        return None
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    raise EvaluationError(f"--workers takes a positive number or auto, not {value!r}")
-
-
-def open_pool(config: "EvalConfig") -> Pool:
-    """The pool ``config.workers`` and ``config.ray`` ask for (workers None: ``auto``)."""
-    if config.ray is not None:
-        from localkg.evaluation.ray_runner import RayPool
-
-        return RayPool(config.ray, config.workers, config.llm_threads or 1)
-    workers = config.workers or max(1, cpu_count() // (config.llm_threads or 1))
-    if workers == 1:
-        return InlinePool()
-    return ProcessPool(workers, threads_per_worker(config, workers))
-
