@@ -510,10 +510,12 @@ def train_fog(db: Path, questions: tuple[Path, ...], fmt: str, out: Path | None,
 
     def show(epoch: Any) -> None:
         if not as_json:
+            held_out = epoch.held_out
             click.echo(f"epoch {epoch.epoch}: train loss {epoch.train_loss:.4f}, held-out loss "
-                       f"{epoch.validation_loss:.4f}, positives {epoch.positive_score:.3f} / negatives "
-                       f"{epoch.negative_score:.3f}, recall@tau_p {epoch.recall_at_tau_p:.3f}, best triple on a "
-                       f"gold path {epoch.top1_positive:.3f}, answer distance {epoch.distance_accuracy:.3f}", err=True)
+                       f"{held_out.validation_loss:.4f}, positives {held_out.positive_score:.3f} / negatives "
+                       f"{held_out.negative_score:.3f}, recall@tau_p {held_out.recall_at_tau_p:.3f}, best triple on "
+                       f"a gold path {held_out.top1_positive:.3f}, answer distance {held_out.distance_accuracy:.3f}",
+                       err=True)
 
     with KG.open(db, read_only=True) as kg:
         target = out or default_checkpoint(kg.path)

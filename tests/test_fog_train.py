@@ -101,7 +101,8 @@ def test_a_short_real_training_run_lowers_the_loss(metaqa_kg, shared, scorer, tm
     report = train_scorer(examples, TextVectors(scorer.embedder), config, tmp_path / "scorer.pt",
                           scorer.embedder.model_name)
     assert report.epochs[-1].train_loss < report.epochs[0].train_loss
-    assert report.epochs[-1].validation_loss < report.first_batch_loss
-    assert report.epochs[-1].positive_score > report.epochs[-1].negative_score
-    assert 0.0 <= report.epochs[-1].distance_accuracy <= 1.0
+    held_out = report.epochs[-1].held_out
+    assert held_out.validation_loss < report.first_batch_loss
+    assert held_out.positive_score > held_out.negative_score
+    assert 0.0 <= held_out.distance_accuracy <= 1.0
     assert Path(report.checkpoint).is_file()

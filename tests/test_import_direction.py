@@ -16,7 +16,7 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 #: own part and from parts of a lower layer only (parts of one layer know nothing of each other).
 LAYERS = {
     "errors": 0, "text": 0, "prompts": 0,
-    "store": 1, "llm": 1, "torch_checkpoint": 1,
+    "store": 1, "llm": 1, "training": 1,
     "loaders": 2, "indexes": 2, "datasets": 2,
     "fog": 3, "retrieval": 3, "demo": 3, "localkg": 3,
     "reasoners": 4,

@@ -3,7 +3,7 @@
 A checkpoint is one ``torch.save`` file holding plain data only (weights, the
 scorer's sizes, the frozen encoder's name and dimension, and what it was trained
 on), read back with ``weights_only=True`` so loading never runs pickled code.
-Writes are atomic (``localkg.torch_checkpoint``).
+Writes are atomic (``localkg.training.checkpoints``).
 """
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from typing import Any
 
 import torch
 
-from localkg.errors import CheckpointError
 from localkg.fog.model import ForesightScorer, ScorerConfig
-from localkg.torch_checkpoint import load_model, save_model
+from localkg.training.checkpoints import load_model, save_model
 
 FORMAT = 1
 
@@ -31,10 +30,7 @@ def load_checkpoint(path: str | Path, encoder: str | None = None,
     ``encoder`` is the name of the frozen encoder the caller will embed with; a checkpoint
     trained on another encoder's vectors would score noise, so that is refused.
     """
-    path = Path(path)
     model, payload = load_model(path, FORMAT, "FoG scorer", "localkg train fog",
-                                lambda config: ForesightScorer(ScorerConfig(**{"answer_distance": False, **config})))
-    if encoder is not None and payload["encoder"] != encoder:
-        raise CheckpointError(f"{path} was trained with the encoder {payload['encoder']!r}, "
-                              f"not {encoder!r}; use the same encoder or retrain")
-    return model.to(device), {**payload["meta"], "encoder": payload["encoder"]}
+                                lambda config: ForesightScorer(ScorerConfig(**{"answer_distance": False, **config})),
+                                encoder=encoder, device=device)
+    return model, {**payload["meta"], "encoder": payload["encoder"]}

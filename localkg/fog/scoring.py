@@ -51,7 +51,7 @@ class TrainedTripleScorer:
         Raises :class:`localkg.errors.CheckpointError` when the file is missing or not a checkpoint.
         """
         from localkg.fog.checkpoint import load_checkpoint
-        from localkg.fog.train import pick_device
+        from localkg.training.device import pick_device
 
         chosen = pick_device(device or None)
         model, meta = load_checkpoint(path, encoder=embedder.model_name, device=chosen)

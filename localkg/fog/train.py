@@ -6,14 +6,14 @@ CPU-sized run leaves every gold triple below ``tau_p`` (docs/reasoners.md). The 
 and the refined scores are trained together, plus the answer-distance head.
 
 Every text is embedded once before the first epoch, so an epoch runs only the small scorer; a
-held-out tenth measures the scores at the reasoner's thresholds; a checkpoint is written
-atomically after every epoch, so Ctrl-C keeps the last finished one.
+held-out tenth measures the scores at the reasoner's thresholds after every epoch. The seed, the
+split, the epochs and their checkpoints (Ctrl-C keeps the last finished one) are
+``localkg.training``'s.
 """
 from __future__ import annotations
 
 import math
 import random
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -29,7 +29,9 @@ from localkg.fog.features import QuestionGraph, TextVectors, build_tensors, grap
 from localkg.fog.model import ForesightScorer, ScorerConfig
 from localkg.fog.supervision import SupervisionLimits, build_example
 from localkg.store.kg import KG
-from localkg.torch_checkpoint import check_writable
+from localkg.training.checkpoints import check_writable
+from localkg.training.device import pick_device
+from localkg.training.loop import EpochReport, run_epochs, seeded, split_held_out
 
 
 @dataclass
@@ -51,9 +53,9 @@ class TrainConfig:
 
 
 @dataclass
-class EpochReport:
-    epoch: int
-    train_loss: float
+class HeldOut:
+    """What an epoch's scorer does on the held-out examples (:func:`evaluate`)."""
+
     validation_loss: float
     positive_score: float
     negative_score: float
@@ -62,7 +64,6 @@ class EpochReport:
     recall_at_tau_e: float
     top1_positive: float
     distance_accuracy: float
-    seconds: float
 
 
 @dataclass
@@ -73,19 +74,12 @@ class TrainReport:
     validation_examples: int
     skipped: int
     first_batch_loss: float
-    epochs: list[EpochReport] = field(default_factory=list)
+    epochs: list[EpochReport[HeldOut]] = field(default_factory=list)
     checkpoint: str = ""
     device: str = "cpu"
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "epochs": [asdict(e) for e in self.epochs]}
-
-
-def pick_device(device: str | None) -> torch.device:
-    """``cuda`` when a GPU is usable (unless told otherwise), else ``cpu``."""
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return {**asdict(self), "epochs": [e.to_json() for e in self.epochs]}
 
 
 def build_examples(kg: KG, questions: Sequence[tuple[Any, list[str]]], limits: SupervisionLimits,
@@ -165,7 +159,7 @@ def _batches(items: Sequence[QuestionGraph], size: int, rng: random.Random | Non
 
 @torch.no_grad()
 def evaluate(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: TextVectors, device: torch.device,
-             config: TrainConfig) -> dict[str, float]:
+             config: TrainConfig) -> HeldOut:
     """Mean loss and what the thresholds do on ``graphs``: recall of positives above ``tau_p``
     (refined) and ``tau_e`` (initial), share of negatives kept above ``tau_p``, and the share of
     questions whose best-scoring triple lies on a gold path (what a graph-side answer needs), and
@@ -183,16 +177,17 @@ def evaluate(model: ForesightScorer, graphs: Sequence[QuestionGraph], vectors: T
         negatives.append(refined[~labels])
         initial_positives.append(initial[labels])
     pos, neg, ini = torch.cat(positives), torch.cat(negatives), torch.cat(initial_positives)
-    return {
-        "loss": sum(losses) / max(1, len(losses)),
-        "positive_score": float(pos.mean()) if len(pos) else math.nan,
-        "negative_score": float(neg.mean()) if len(neg) else math.nan,
-        "recall_at_tau_p": float((pos >= config.tau_p).float().mean()) if len(pos) else math.nan,
-        "kept_negatives_at_tau_p": float((neg >= config.tau_p).float().mean()) if len(neg) else math.nan,
-        "recall_at_tau_e": float((ini >= config.tau_e).float().mean()) if len(ini) else math.nan,
-        "top1_positive": float(torch.cat(tops).mean()),
-        "distance_accuracy": float(hits.mean()) if len(hits := torch.cat(distances)) else math.nan,
-    }
+    hits = torch.cat(distances)
+    return HeldOut(
+        validation_loss=sum(losses) / max(1, len(losses)),
+        positive_score=float(pos.mean()) if len(pos) else math.nan,
+        negative_score=float(neg.mean()) if len(neg) else math.nan,
+        recall_at_tau_p=float((pos >= config.tau_p).float().mean()) if len(pos) else math.nan,
+        kept_negatives_at_tau_p=float((neg >= config.tau_p).float().mean()) if len(neg) else math.nan,
+        recall_at_tau_e=float((ini >= config.tau_e).float().mean()) if len(ini) else math.nan,
+        top1_positive=float(torch.cat(tops).mean()),
+        distance_accuracy=float(hits.mean()) if len(hits) else math.nan,
+    )
 
 
 def train_scorer(examples: Sequence[QuestionGraph], vectors: TextVectors, config: TrainConfig, out: str | Path,
@@ -202,50 +197,32 @@ def train_scorer(examples: Sequence[QuestionGraph], vectors: TextVectors, config
     if len(examples) < 2:
         raise TrainingDataError(f"{len(examples)} training example(s): too few to train "
                                 "(no gold path reached a gold answer in this graph?)")
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
+    rng = seeded(config.seed)
     device = pick_device(config.device)
-    shuffled = list(examples)
-    rng.shuffle(shuffled)
-    held = max(1, int(len(shuffled) * config.validation)) if config.validation > 0 else 0
-    validation, training = shuffled[:held], shuffled[held:]
+    validation, training = split_held_out(examples, config.validation, rng)
     texts = [text for graph in examples for text in graph_texts(graph)]
     vectors.warm(texts, progress=progress)
     model = ForesightScorer(ScorerConfig(encoder_dim=vectors.dim, hidden=config.hidden, dropout=config.dropout,
                                          feedback_layers=config.feedback_layers)).to(device)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.999),
-                                  weight_decay=config.weight_decay)
     report = TrainReport(examples=len(training), validation_examples=len(validation), skipped=skipped,
                          first_batch_loss=math.nan, device=str(device))
-    for epoch in range(1, config.epochs + 1):
-        started = time.perf_counter()
-        model.train()
-        total, count = 0.0, 0
-        batches = _batches(training, config.batch_size, rng)
-        for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress):
-            loss, *_scores = _loss(_forward(model, batch, vectors, device))
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            if math.isnan(report.first_batch_loss):
-                report.first_batch_loss = loss.item()
-            total, count = total + loss.item(), count + 1
-        held_out = evaluate(model, validation or training, vectors, device, config)
-        epoch_report = EpochReport(epoch=epoch, train_loss=total / max(1, count),
-                                   validation_loss=held_out["loss"], positive_score=held_out["positive_score"],
-                                   negative_score=held_out["negative_score"],
-                                   recall_at_tau_p=held_out["recall_at_tau_p"],
-                                   kept_negatives_at_tau_p=held_out["kept_negatives_at_tau_p"],
-                                   recall_at_tau_e=held_out["recall_at_tau_e"],
-                                   top1_positive=held_out["top1_positive"],
-                                   distance_accuracy=held_out["distance_accuracy"],
-                                   seconds=time.perf_counter() - started)
-        report.epochs.append(epoch_report)
-        training_meta = {**(meta or {}), "train_config": asdict(config), "epochs_done": epoch,
+
+    def batch_loss(batch: list[QuestionGraph]) -> torch.Tensor:
+        loss, *_scores = _loss(_forward(model, batch, vectors, device))
+        if math.isnan(report.first_batch_loss):
+            report.first_batch_loss = loss.item()
+        return loss
+
+    def save(epoch: EpochReport[HeldOut]) -> None:
+        report.epochs.append(epoch)
+        training_meta = {**(meta or {}), "train_config": asdict(config), "epochs_done": epoch.epoch,
                          "report": report.to_json()}
         report.checkpoint = str(save_checkpoint(out, model, encoder, training_meta))
-        if on_epoch is not None:
-            on_epoch(epoch_report)
+
+    run_epochs(model, config.epochs, config.lr, config.weight_decay,
+               batches=lambda: _batches(training, config.batch_size, rng), batch_loss=batch_loss,
+               measure=lambda: evaluate(model, validation or training, vectors, device, config),
+               save=save, progress=progress, on_epoch=on_epoch)
     return report
 
 

@@ -8,7 +8,7 @@ learned what *these* relations mean, so a checkpoint is refused once the
 relations differ, while loading more facts over the same relations keeps it
 valid. The checkpoint also keeps the relations and the store's load generation
 it was trained on, so that the refusal can tell a store that has since gained
-relations from another store. Writes are atomic (``localkg.torch_checkpoint``).
+relations from another store. Writes are atomic (``localkg.training.checkpoints``).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import torch
 from localkg.errors import CheckpointError
 from localkg.retrieval.model import PathScorer, ScorerConfig
 from localkg.store.kg import KG
-from localkg.torch_checkpoint import load_model, save_model
+from localkg.training.checkpoints import load_model, save_model
 
 FORMAT = 1
 TRAIN_COMMAND = "localkg train paths"
@@ -65,15 +65,13 @@ def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None 
     """
     path = Path(path)
     model, payload = load_model(path, FORMAT, "path scorer", TRAIN_COMMAND,
-                                lambda config: PathScorer(ScorerConfig(**config)), fields=("store", "path_types"))
-    if encoder is not None and payload["encoder"] != encoder:
-        raise CheckpointError(f"{path} was trained with the encoder {payload['encoder']!r}, not {encoder!r}; "
-                              "use the same encoder or retrain")
+                                lambda config: PathScorer(ScorerConfig(**config)), fields=("store", "path_types"),
+                                encoder=encoder, device=device)
     if kg is not None:
         _check_store(path, payload, kg)
     path_types = {tuple(tuple(hop) for hop in chain): row for row, chain in enumerate(payload["path_types"], 1)}
-    return model.to(device), {**payload["meta"], "encoder": payload["encoder"], "store": payload["store"],
-                              "path_types": path_types}
+    return model, {**payload["meta"], "encoder": payload["encoder"], "store": payload["store"],
+                   "path_types": path_types}
 
 
 def _check_store(path: Path, payload: dict[str, Any], kg: KG) -> None:

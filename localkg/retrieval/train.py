@@ -37,7 +37,7 @@ from localkg.retrieval.supervision import (TIE, Supervision, SupervisionLimits, 
 from localkg.retrieval.synthetic import SyntheticLimits, synthetic_questions, write_questions
 from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
-from localkg.torch_checkpoint import check_writable
+from localkg.training.checkpoints import check_writable
 
 
 PAIR_WEIGHT = 3.0  # a user's question-answer pair weighs as much as this many of the store's own questions

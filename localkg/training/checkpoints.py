@@ -1,7 +1,7 @@
 """Writing a trained torch model as a checkpoint of plain data (read back with
-``weights_only=True``, so loading never runs pickled code), and reading it back, shared by the
-fog and path scorers. The write goes to a temporary file that then replaces the target, so an
-interrupted training run leaves the previous checkpoint intact."""
+``weights_only=True``, so loading never runs pickled code), and reading it back, for both trained
+scorers. The write goes to a temporary file that then replaces the target, so an interrupted
+training run leaves the previous checkpoint intact."""
 from __future__ import annotations
 
 import os
@@ -29,18 +29,23 @@ def save_model(path: str | Path, format_version: int, model: torch.nn.Module, en
     return path
 
 
-def load_model(path: Path, format_version: int, what: str, train_command: str,
-               build: Callable[[dict[str, Any]], torch.nn.Module],
-               fields: tuple[str, ...] = ()) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The model ``build`` makes of a checkpoint's config, with its weights, in eval mode, and the
-    checkpoint's payload. ``what`` names the kind (``path scorer``) and ``train_command`` the way
-    to make one, for the errors.
+def load_model(path: str | Path, format_version: int, what: str, train_command: str,
+               build: Callable[[dict[str, Any]], torch.nn.Module], fields: tuple[str, ...] = (),
+               encoder: str | None = None,
+               device: str | torch.device = "cpu") -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model ``build`` makes of a checkpoint's config, with its weights, in eval mode on
+    ``device``, and the checkpoint's payload. ``what`` names the kind (``path scorer``) and
+    ``train_command`` the way to make one, for the errors.
+
+    ``encoder`` is the name of the frozen encoder the caller will embed with: a checkpoint trained
+    on another encoder's vectors would score noise, so it is refused.
 
     A file torch cannot read as a checkpoint of this kind (truncated, or another kind of file)
     is one :class:`CheckpointError` saying so and how to make a new one; torch's own message
     would advise loading with ``weights_only=False``, which is about trusting pickled code and
     cannot mend a damaged file.
     """
+    path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no {what} checkpoint at {path} (train one with `{train_command}`)")
     damaged = CheckpointError(f"{path} is damaged or is not a {what} checkpoint; make a new one with "
@@ -59,7 +64,10 @@ def load_model(path: Path, format_version: int, what: str, train_command: str,
         model.load_state_dict(payload["state_dict"])
     except Exception:  # a config or weights of another shape: written by something else
         raise damaged from None
-    return model.eval(), payload
+    if encoder is not None and payload["encoder"] != encoder:
+        raise CheckpointError(f"{path} was trained with the encoder {payload['encoder']!r}, not {encoder!r}; "
+                              "use the same encoder or retrain")
+    return model.to(device).eval(), payload
 
 
 def check_writable(path: str | Path) -> Path:
