@@ -587,7 +587,8 @@ def train_paths(db: Path, questions: tuple[Path, ...], store_questions: bool | N
     def show(epoch: Any) -> None:
         if not as_json:
             click.echo(f"epoch {epoch.epoch}: train loss {epoch.train_loss:.4f}, held-out loss "
-                       f"{epoch.held_out_loss:.4f}, held-out accuracy@1 {epoch.held_out_accuracy:.3f}", err=True)
+                       f"{epoch.held_out.held_out_loss:.4f}, held-out accuracy@1 "
+                       f"{epoch.held_out.held_out_accuracy:.3f}", err=True)
 
     with KG.open(db, read_only=True) as kg:
         report = train_from_files(kg, selection, config, out or default_checkpoint(kg.path),

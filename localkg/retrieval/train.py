@@ -12,13 +12,12 @@ over the candidates of each shorter length, with the best paths' prefixes as
 positives, teaches the beam search to rank partial paths. The encoder is
 frozen, so an epoch runs the small scorer only; the learning rate decays on a
 cosine to the last epoch. A tenth of the questions is held out; after each
-epoch its accuracy@1 is reported and a checkpoint written atomically, so
-Ctrl-C keeps the last finished epoch.
+epoch its accuracy@1 is reported. The seed, the split, the epochs and their
+checkpoints (Ctrl-C keeps the last finished one) are ``localkg.training``'s.
 """
 from __future__ import annotations
 
 import math
-import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -38,6 +37,8 @@ from localkg.retrieval.synthetic import SyntheticLimits, synthetic_questions, wr
 from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
 from localkg.training.checkpoints import check_writable
+from localkg.training.device import pick_device
+from localkg.training.loop import EpochReport, run_epochs, seeded, split_held_out
 
 
 PAIR_WEIGHT = 3.0  # a user's question-answer pair weighs as much as this many of the store's own questions
@@ -101,12 +102,12 @@ class SupervisionReport:
 
 
 @dataclass
-class EpochReport:
-    epoch: int
-    train_loss: float
+class HeldOut:
+    """What an epoch's scorer does on the held-out questions: the loss, and how often a full
+    group's top path is a positive."""
+
     held_out_loss: float
     held_out_accuracy: float
-    seconds: float
 
 
 @dataclass
@@ -115,23 +116,18 @@ class TrainReport:
     training_questions: int
     held_out_questions: int
     store_questions: int = 0
-    epochs: list[EpochReport] = field(default_factory=list)
+    epochs: list[EpochReport[HeldOut]] = field(default_factory=list)
     checkpoint: str = ""
     device: str = "cpu"
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["epochs"] = [epoch.to_json() for epoch in self.epochs]
         data["supervision"]["gold_accuracy"] = self.supervision.gold_accuracy
         data["supervision"]["keep_topic"] = self.supervision.keep_topic
         data["supervision"]["through_topic"] = self.supervision.through_topic
         return data
-
-
-def pick_device(device: str | None) -> torch.device:
-    if device:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def groups_of(question: int, supervision: Supervision) -> list[Group]:
@@ -260,13 +256,9 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
                                 f"{report.skipped_no_topic} without a topic in the store, "
                                 f"{report.skipped_no_path} whose paths reach no answer)")
     started = time.perf_counter()
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
+    rng = seeded(config.seed)
     device = pick_device(config.device)
-    order = list(range(len(labelled)))
-    rng.shuffle(order)
-    held = max(1, int(len(order) * config.validation)) if config.validation > 0 else 0
-    held_out = set(order[:held])
+    held_out = set(split_held_out(range(len(labelled)), config.validation, rng)[0])
     texts = [question_text(question.text, [kg.name(topic.topic) for topic in supervision.topics])
              for question, supervision in labelled]
     questions = torch.from_numpy(np.ascontiguousarray(embedder.encode(texts, progress=progress))).to(device)
@@ -284,40 +276,31 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     relation_matrix = vectors.matrix.to(device)
     model = PathScorer(ScorerConfig(encoder_dim=questions.shape[1], hidden=config.hidden,
                                     dropout=config.dropout, path_types=len(types))).to(device)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    batches_per_epoch = math.ceil(len(training) / config.batch_size)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=config.epochs * batches_per_epoch)
-    result = TrainReport(report, training_questions=len(labelled) - held, held_out_questions=held,
+    result = TrainReport(report, training_questions=len(labelled) - len(held_out), held_out_questions=len(held_out),
                          device=str(device))
     store = store_state(kg)
-    for epoch in range(1, config.epochs + 1):
-        epoch_started = time.perf_counter()
-        model.train()
+
+    def batches() -> list[list[_Tensors]]:
         rng.shuffle(training)
-        losses = []
-        batches = [training[i:i + config.batch_size] for i in range(0, len(training), config.batch_size)]
-        for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", unit="batch", disable=not progress):
-            loss, _hits = group_loss(model, questions, relation_matrix, batch, device)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            schedule.step()
-            losses.append(loss.item())
-        model.eval()
-        with torch.no_grad():
-            held_loss, hits = group_loss(model, questions, relation_matrix, validation, device)
-        epoch_report = EpochReport(epoch, sum(losses) / max(1, len(losses)), held_loss.item(),
-                                   float(hits.mean()) if len(hits) else math.nan,
-                                   time.perf_counter() - epoch_started)
-        result.epochs.append(epoch_report)
+        return [training[i:i + config.batch_size] for i in range(0, len(training), config.batch_size)]
+
+    def measure() -> HeldOut:
+        loss, hits = group_loss(model, questions, relation_matrix, validation, device)
+        return HeldOut(loss.item(), float(hits.mean()) if len(hits) else math.nan)
+
+    def save(epoch: EpochReport[HeldOut]) -> None:
+        result.epochs.append(epoch)
         result.seconds = report.seconds + time.perf_counter() - started
         training_meta = {**(meta or {}), "max_hops": hops, "keep_topic": report.keep_topic,
                          "through_topic": report.through_topic,
-                         "train_config": asdict(config), "epochs_done": epoch, "report": result.to_json()}
+                         "train_config": asdict(config), "epochs_done": epoch.epoch, "report": result.to_json()}
         result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, store, list(types),
                                                 training_meta))
-        if on_epoch is not None:
-            on_epoch(epoch_report)
+
+    run_epochs(model, config.epochs, config.lr, config.weight_decay, batches,
+               lambda batch: group_loss(model, questions, relation_matrix, batch, device)[0], measure, save,
+               decay_steps=config.epochs * math.ceil(len(training) / config.batch_size), progress=progress,
+               on_epoch=on_epoch)
     return result
 
 
