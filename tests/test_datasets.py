@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from localkg.errors import DatasetError
-from localkg.datasets import detect_format, read_questions
+from localkg.errors import DatasetError, TrainingDataError
+from localkg.datasets import Question, detect_format, gold_relation_paths, read_questions
+from localkg.store.model import IN, OUT
 
 SHARED = Path(__file__).parents[1].parent / "shared" / "data"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -80,6 +81,19 @@ def test_worldcup_conjunctive() -> None:
     assert second.topic_entities == ["Forward", "Mexico"]
     assert ["Alan_PULIDO"] in second.answers and ["Oribe_PERALTA"] in second.answers
     assert second.qtype == "conjunction" and second.hop == 1
+
+
+def test_gold_relation_paths_one_per_topic_with_the_directions_walked() -> None:
+    pathquestion = read_questions(SHARED / "pathquestion" / "PQ-2H.txt")[0]
+    assert gold_relation_paths(pathquestion) == [[("spouse", OUT), ("nationality", OUT)]]
+    conjunction = read_questions(SHARED / "pathquestion" / "WC-C.txt")[1]  # Forward, Mexico
+    assert gold_relation_paths(conjunction) == [[("plays_position_inverse", OUT)], [("plays_for_country_inverse", OUT)]]
+    metaqa = read_questions(SHARED / "metaqa" / "2-hop" / "qa_dev.txt")[0]
+    assert metaqa.qtype == "director_to_movie_to_language"
+    assert gold_relation_paths(metaqa) == [[("directed_by", IN), ("in_language", OUT)]]
+    assert gold_relation_paths(Question("j", "who directed Top Hat", [["Mark Sandrich"]], ["Top Hat"])) is None
+    with pytest.raises(TrainingDataError, match="not film-centred"):
+        gold_relation_paths(Question("t", "q", [["y"]], ["x"], qtype="actor_to_director"))
 
 
 @pytest.mark.parametrize("name, count", [("cwq.json", 3531), ("WebQuestions.json", 2032), ("SimpleQA.json", 1000),

@@ -14,7 +14,7 @@ from localkg.datasets import Question, TrainingSet, read_questions, resolve_topi
 from localkg.errors import TrainingDataError
 from localkg.fog.features import TextVectors, triple_key
 from localkg.datasets.metaqa import metaqa_relation_path
-from localkg.fog.supervision import SupervisionLimits, build_example, gold_relation_paths
+from localkg.fog.supervision import SupervisionLimits, build_example, gold_walks
 from localkg.fog.train import TrainConfig, build_examples, train_scorer
 from localkg.store.model import IN, OUT
 
@@ -71,7 +71,7 @@ def test_pathquestion_gold_path_is_walked_to_the_answer(tmp_path, shared):
         load_triples(kg, [shared / "pathquestion" / "2H-kb.txt"], progress=False)
         question = read_questions(shared / "pathquestion" / "PQ-2H.txt")[0]
         topics = resolve_topics(kg, question)
-        assert gold_relation_paths(question, topics) == [(topics[0], [("spouse", OUT), ("nationality", OUT)])]
+        assert gold_walks(question, topics) == [(topics[0], [("spouse", OUT), ("nationality", OUT)])]
         example = build_example(kg, question, topics, random.Random(0))
     positives = {triple_key(t) for t, y in zip(example.triples, example.labels) if y == 1.0}
     assert ("frederica_of_mecklenburg-strelitz", "spouse", "ernest_augustus_i_of_hanover") in positives
@@ -81,7 +81,7 @@ def test_pathquestion_gold_path_is_walked_to_the_answer(tmp_path, shared):
 def test_questions_without_gold_path_are_refused():
     question = Question(id="q1", text="who directed Top Hat", answers=[["Mark Sandrich"]], topic_entities=["Top Hat"])
     with pytest.raises(TrainingDataError, match="no gold path"):
-        gold_relation_paths(question, ["Top Hat"])
+        gold_walks(question, ["Top Hat"])
 
 
 def test_the_eval_sample_is_left_out(shared):

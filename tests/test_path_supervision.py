@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from localkg.datasets import Question
-from localkg.retrieval.supervision import (SupervisionLimits, answer_f1, gold_relation_paths, label_question,
-                                           matches_gold)
+from localkg.retrieval.supervision import SupervisionLimits, answer_f1, label_question, matches_gold
 from localkg.retrieval.train import groups_of, supervise
 from localkg.retrieval.walk import PathWalker
 from localkg.store.model import IN, OUT, Node
@@ -94,16 +93,12 @@ def label_limits():
     return SupervisionLimits(max_hops=2)
 
 
-def test_gold_paths_are_read_only_to_report_accuracy(movies):
-    metaqa = Question("m", "who directed the films X acted in", [["y"]], ["x"], qtype="actor_to_movie_to_director")
-    assert gold_relation_paths(metaqa) == [("starred_actors", "directed_by")]
-    conjunction = Question("w", "q", [["y"]], ["a", "b"], qtype="conjunction",
-                           meta={"relation_path": ["plays_position_inverse", "plays_in_club_inverse"]})
-    assert gold_relation_paths(conjunction) == [("plays_in_club_inverse",), ("plays_position_inverse",)]
-    assert gold_relation_paths(Question("j", "q", [["y"]], ["x"])) is None
+def test_the_best_path_matches_the_gold_path_by_its_relations(movies):
     supervision = label_question(PathWalker(movies), ["Top Hat"], [["Mark Sandrich"]])
-    assert matches_gold(supervision, [("directed_by",)])
-    assert not matches_gold(supervision, [("starred_actors",)])
+    assert supervision.best_paths() == [(("directed_by", OUT),)]
+    assert matches_gold(supervision, [[("directed_by", OUT)]])
+    assert matches_gold(supervision, [[("directed_by_inverse", IN)]])  # a materialised inverse is the same relation
+    assert not matches_gold(supervision, [[("starred_actors", OUT)]])
 
 
 def test_training_groups_mark_the_best_paths_and_teach_prefixes(movies):

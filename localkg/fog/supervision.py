@@ -5,8 +5,8 @@ triples from the 1-hop neighbourhood of those paths (the paper's recipe) and ``f
 many from farther out (ours: without them the scorer never learns that a gold relation at the
 wrong distance is wrong; docs/reasoners.md). The gold relation path comes from the dataset
 (PathQuestion and WC2014 name it; MetaQA's question type implies it,
-:mod:`localkg.datasets.metaqa`) and is walked from the topic entity, keeping only walks that
-end in a gold answer.
+:func:`localkg.datasets.gold_relation_paths`) and is walked from the topic entity, keeping only
+walks that end in a gold answer.
 
 Training only: the reasoner never imports this module (a test checks that inference reads no
 gold field).
@@ -17,10 +17,11 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from localkg.datasets import gold_relation_paths
+from localkg.datasets.metaqa import RelationStep
 from localkg.errors import TrainingDataError
 from localkg.fog.features import QuestionGraph, TripleKey, bfs_levels, triple_key
 from localkg.store.kg import KG
-from localkg.datasets.metaqa import RelationStep, metaqa_relation_path
 from localkg.store.model import OUT, Node, Triple
 from localkg.text import without_mentions
 
@@ -39,18 +40,14 @@ class SupervisionLimits:
     context_frontier: int = 3
 
 
-def gold_relation_paths(question: Any, topics: Sequence[str]) -> list[tuple[str, list[RelationStep]]]:
-    """(topic id, relation path) pairs for ``question`` (dataset ``Question``) and its resolved
-    topic ids; raises :class:`TrainingDataError` when the dataset gives no gold path."""
-    relations = (question.meta or {}).get("relation_path")
-    if relations:
-        if question.qtype == "conjunction":  # WC2014: one one-hop path per topic entity
-            return [(topic, [(relation, OUT)]) for topic, relation in zip(topics, relations)]
-        return [(topics[0], [(relation, OUT) for relation in relations])] if topics else []
-    if question.qtype and "_to_" in question.qtype:
-        return [(topics[0], metaqa_relation_path(question.qtype))] if topics else []
-    raise TrainingDataError(f"question {question.id} has no gold path: FoG trains on datasets that give one "
-                            "(PathQuestion, WC2014: relation_path; MetaQA: question type)")
+def gold_walks(question: Any, topics: Sequence[str]) -> list[tuple[str, list[RelationStep]]]:
+    """(topic id, gold relation path) pairs to walk for ``question`` (dataset ``Question``) and its
+    resolved topic ids; raises :class:`TrainingDataError` when the dataset gives no gold path."""
+    paths = gold_relation_paths(question)
+    if paths is None:
+        raise TrainingDataError(f"question {question.id} has no gold path: FoG trains on datasets that give one "
+                                "(PathQuestion, WC2014: relation_path; MetaQA: question type)")
+    return list(zip(topics, paths))
 
 
 def _normalise(text: str) -> str:
@@ -136,7 +133,7 @@ def build_example(kg: KG, question: Any, topics: Sequence[str], rng: random.Rand
     answers = {_normalise(alias) for gold in question.answers for alias in gold}
     positives: dict[TripleKey, Triple] = {}
     sources = []
-    gold_paths = gold_relation_paths(question, topics)
+    gold_paths = gold_walks(question, topics)
     for topic, path in gold_paths:
         sources.append(topic)
         for triple in gold_triples(kg, topic, path, answers, limits, rng):

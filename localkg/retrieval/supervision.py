@@ -11,14 +11,14 @@ together, so a path is labelled by the best F1 of an intersection it takes
 part in. The best paths are the positives; ties go to the fewest hops, the
 others of the same topic are the negatives. A question whose paths reach no
 answer is skipped and counted. Question types and gold paths are never read
-here; :func:`gold_relation_paths` reads them only to report how often the
-best path found is the dataset's own (the supervision's accuracy).
+here; :func:`matches_gold` compares the best path found with the dataset's own
+(``localkg.datasets.gold_relation_paths``) only to report the supervision's accuracy.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.model import IN, Node
@@ -156,29 +156,19 @@ def labelled_paths(candidates: list[tuple[str, list[RelationPath]]], labels: lis
 
 
 # ---------------------------------------------------------------- the supervision's accuracy
-def gold_relation_paths(question: Any) -> list[tuple[str, ...]] | None:
-    """The relation names of the dataset's own gold path per topic, where the dataset names one
-    (MetaQA's question type, PathQuestion's path, WC2014's one hop per topic); None elsewhere.
-    Names only: PathQuestion's paths do not say which way a hop was walked."""
-    if question.qtype and "_to_" in question.qtype:
-        from localkg.datasets.metaqa import metaqa_relation_path
+def matches_gold(supervision: Supervision, gold: Sequence[Sequence[tuple[str, str]]]) -> bool:
+    """Whether the best path found per topic has the relations of the dataset's gold path
+    (``localkg.datasets.gold_relation_paths``), topics in any order.
 
-        return [tuple(relation for relation, _direction in metaqa_relation_path(question.qtype))]
-    relations = question.meta.get("relation_path")
-    if not relations:
-        return None
-    if question.qtype == "conjunction":
-        return sorted((relation,) for relation in relations)
-    return [tuple(relations)]
-
-
-def matches_gold(supervision: Supervision, gold: list[tuple[str, ...]]) -> bool:
-    """Whether the best path found per topic has the gold path's relations (topics in any order).
-
-    A relation and its materialised inverse (WC2014's ``plays_in_club_inverse``) count as one.
+    Relations only: a store may hold a relation and its materialised inverse (WC2014's
+    ``plays_in_club_inverse``), which count as one, so a path may walk a hop either way.
     """
-    found = sorted(tuple(_base(relation) for relation, _direction in path) for path in supervision.best_paths())
-    return found == sorted(tuple(_base(relation) for relation in path) for path in gold)
+    found = sorted(_relations(path) for path in supervision.best_paths())
+    return found == sorted(_relations(path) for path in gold)
+
+
+def _relations(path: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    return tuple(_base(relation) for relation, _direction in path)
 
 
 def _base(relation: str) -> str:

@@ -27,12 +27,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from localkg.datasets import gold_relation_paths, resolve_topics, select_training_questions
 from localkg.errors import TrainingDataError
 from localkg.retrieval.checkpoint import save_checkpoint, store_state
 from localkg.retrieval.features import RelationVectors, path_tensors, question_text
 from localkg.retrieval.model import PathScorer, ScorerConfig
-from localkg.retrieval.supervision import (TIE, Supervision, SupervisionLimits, gold_relation_paths,
-                                           label_question, matches_gold)
+from localkg.retrieval.supervision import TIE, Supervision, SupervisionLimits, label_question, matches_gold
 from localkg.retrieval.synthetic import SyntheticLimits, synthetic_questions, write_questions
 from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
@@ -344,8 +344,6 @@ def _labelled_pairs(kg: KG, selection: Any, config: TrainConfig, limits: Supervi
                     progress: bool) -> tuple[list[tuple[Any, Supervision]], SupervisionReport, dict[str, Any]]:
     """The selected question-answer pairs with their labelled paths, the report, and what the
     checkpoint records of them."""
-    from localkg.datasets import resolve_topics, select_training_questions
-
     questions, counts = select_training_questions(selection, config.seed)
     linker = None
     topics = []
