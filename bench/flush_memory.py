@@ -62,6 +62,7 @@ def instrument(flushes: list[dict], close: dict) -> None:
     stored nodes, hub flags) into ``close``."""
     import pyarrow.parquet as pq
 
+    from localkg.store import closing, schema
     from localkg.store import writer as writer_module
     from localkg.store.kg import KG
 
@@ -87,12 +88,13 @@ def instrument(flushes: list[dict], close: dict) -> None:
                            seconds=round(time.perf_counter() - started, 1))
 
     def recorded(step: str, method):
-        def run(writer: writer_module.GraphWriter) -> None:
-            saved = sorted(writer.pending.glob("*/*.parquet")) if writer.pending.is_dir() else []
+        def run(owner, *args) -> None:  # a writer, or the store whose hubs the close flags
+            pending = getattr(owner, "kg", owner).path / schema.PENDING_DIR
+            saved = sorted(pending.glob("*/*.parquet")) if pending.is_dir() else []
             rows_saved = sum(pq.read_metadata(path).num_rows for path in saved)
             started = time.perf_counter()
             with PeakSampler() as sampler:
-                method(writer)
+                method(owner, *args)
             if step in close and not saved:  # the loader applies updates before the writer closes
                 return
             close[step] = {"start_mb": sampler.start, "peak_mb": sampler.peak,
@@ -102,11 +104,11 @@ def instrument(flushes: list[dict], close: dict) -> None:
         return run
 
     execute, flush = KG.execute, writer_module.GraphWriter.flush
-    apply_updates, flag_hubs = writer_module.GraphWriter.apply_updates, writer_module.GraphWriter._flag_hubs
+    apply_updates, flag_hubs = writer_module.GraphWriter.apply_updates, closing.flag_hubs
     KG.execute = timed_execute
     writer_module.GraphWriter.flush = recorded_flush
     writer_module.GraphWriter.apply_updates = recorded("updates of stored nodes", apply_updates)
-    writer_module.GraphWriter._flag_hubs = recorded("hub flags and summaries", flag_hubs)
+    closing.flag_hubs = recorded("hub flags and summaries", flag_hubs)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Why: kuzu 0.11.3 loses keys from a primary-key index when one checkpoint more than doubles one of
 its hash partitions, so the writer copies into a non-empty keyed table in the pieces of
-``writer.keyed_pieces`` (a quarter of what the table holds, each committed and checkpointed;
+``copying.keyed_pieces`` (a quarter of what the table holds, each committed and checkpointed;
 docs/loading.md, "Properties of Kùzu 0.11.3"). This script measures that price on Freebase-like
 ids (``m.0`` + base-32 digits, and literal ids): a table of ``--held`` ids gets ``--added`` more,
 once in one ``COPY`` (the reference, measured in the same run) and once in keyed pieces, each in
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from localkg.store.check import unindexed_keys
 from localkg.store.kg import KG
-from localkg.store.writer import keyed_pieces, path_literal
+from localkg.store.copying import keyed_pieces, path_literal
 
 DIGITS = "0123456789bcdfghjklmnpqrstvwxyz_"
 

@@ -26,8 +26,8 @@ from typing import Any, Sequence
 
 from localkg.errors import ResumeError
 from localkg.loaders.sources import open_binary
+from localkg.store import schema
 
-CHECKPOINT_DIR = "checkpoints"
 FINGERPRINT_BYTES = 1 << 16
 
 
@@ -79,7 +79,7 @@ class CheckpointStore:
     """Reads and atomically writes the checkpoint of one load format in a database directory."""
 
     def __init__(self, db_path: Path, format: str):
-        self.directory = Path(db_path) / CHECKPOINT_DIR
+        self.directory = Path(db_path) / schema.CHECKPOINTS_DIR
         self.path = self.directory / f"{format}.json"
         self.state_path = self.directory / f"{format}.state.json"
         self.format = format

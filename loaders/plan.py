@@ -21,7 +21,7 @@ import numpy as np
 
 from localkg.loaders.parallel import DumpFormat, iter_chunks, parse_chunk
 from localkg.loaders.checkpoint import Position
-from localkg.store.writer import POOL_BYTES_PER_FLUSHED_ROW
+from localkg.store.pool import POOL_BYTES_PER_FLUSHED_ROW
 
 SAMPLE_BYTES = 8 << 20
 POOL_SHARE_OF_MEMORY = 0.25  # a flush needs about as much memory outside the pool as in it (docs/loading.md)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import localkg.store.writer as writer_module
+import localkg.store.copying as copying_module
 from localkg.cli import main
 from localkg.loaders.freebase import load_freebase
 from localkg.store import KG
@@ -49,7 +49,7 @@ def test_a_store_stuck_on_a_lost_key_is_found_and_repaired(tmp_path: Path, parts
     db = tmp_path / "db"
     with KG.open(db, create=True, buffer_pool_bytes=POOL) as kg:
         load_freebase(kg, [parts[1]], **SMALL)
-    monkeypatch.setattr(writer_module, "keyed_pieces", lambda held, rows: [(0, rows)] if rows else [])  # as before
+    monkeypatch.setattr(copying_module, "keyed_pieces", lambda held, rows: [(0, rows)] if rows else [])  # as before
     with pytest.raises(RuntimeError, match="Unable to find primary key value m.014691"):
         with KG.open(db, buffer_pool_bytes=POOL) as kg:
             load_freebase(kg, [parts[2]], **SMALL)

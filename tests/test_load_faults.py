@@ -21,12 +21,12 @@ POOL = 64 << 20
 CHILD = f"""
 import json
 import sys
-import localkg.store.writer as writer
+import localkg.store.pool as pool
 from localkg.store import KG, schema
 from localkg.loaders.freebase import load_freebase
 
-writer.POOL_BYTES_PER_FLUSHED_ROW = {POOL} // 6_000  # a flush every 6,000 staged rows
-writer.POOL_BYTES_PER_UPDATED_NUMBER = {POOL} // 2_000  # end-of-load passes in ranges of 2,000 nodes
+pool.POOL_BYTES_PER_FLUSHED_ROW = {POOL} // 6_000  # a flush every 6,000 staged rows
+pool.POOL_BYTES_PER_UPDATED_NUMBER = {POOL} // 2_000  # end-of-load passes in ranges of 2,000 nodes
 schema.HUB_DEGREE = 100  # the dump's hub, and a few more, become hubs
 db, mode, *paths = sys.argv[1:]
 with KG.open(db, create=True, buffer_pool_bytes={POOL}) as kg:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from localkg.cli import main
 from localkg.loaders.freebase import freebase_format
 from localkg.loaders.plan import MIN_POOL_BYTES, choose_buffer_pool, peak_memory, plan_load
-from localkg.store.writer import POOL_BYTES_PER_FLUSHED_ROW
+from localkg.store.pool import POOL_BYTES_PER_FLUSHED_ROW
 
 GIB = 1 << 30
 

@@ -20,13 +20,12 @@ def _batch(*facts: tuple[str, str, str], **aliases: list[str]) -> FactBatch:
 
 
 def _record_statements(kg: KG, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement ``kg`` runs from now on, through either of its two ways to Kùzu
-    (``_run``, which the store's own queries and the writer's updates take, and ``execute``)."""
+    """Every statement ``kg`` runs from now on: all go through ``execute`` (``rows``, which the
+    store's own queries and the writer's updates take, included)."""
     statements: list[str] = []
-    for method in ("_run", "execute"):
-        original = getattr(kg, method)
-        monkeypatch.setattr(kg, method, lambda query, parameters=None, _original=original: (
-            statements.append(query), _original(query, parameters))[1])
+    original = kg.execute
+    monkeypatch.setattr(kg, "execute", lambda query, parameters=None: (
+        statements.append(query), original(query, parameters))[1])
     return statements
 
 
@@ -76,7 +75,7 @@ def test_a_failing_statement_raises_its_own_error_and_rolls_the_write_back(tmp_p
         with kg.writer() as writer:
             writer.write(_batch(("m1", "r", "m2")))
             with pytest.raises(RuntimeError) as failure:
-                with writer._transaction():
+                with kg.transaction():
                     kg.execute("CREATE (:Node {id: 'm3', kind: 'entity'})")
                     kg.execute("MATCH (n:Nowhere) RETURN n")
             assert "No active transaction" not in str(failure.value)
@@ -89,16 +88,17 @@ def test_key_sets_rebuilt_range_by_range_match_the_database(tmp_path: Path, monk
     ran out of a small buffer pool at scale); every range must be read, so nothing is added twice."""
     import shutil
 
-    import localkg.store.writer as writer_module
+    import localkg.store.dedupe as dedupe_module
+    from localkg.store.flush import database_counts
 
     facts = [(f"h{i}", f"r{i % 3}", f"t{i % 4}") for i in range(12)]
     with KG.create(tmp_path / "db") as kg:
         with kg.writer() as writer:
             writer.write(_batch(*facts, h0=["first head"]))
         shutil.rmtree(kg.path / "keys")
-        monkeypatch.setattr(writer_module, "_REBUILD_RANGE", 2)
+        monkeypatch.setattr(dedupe_module, "_REBUILD_RANGE", 2)
         with kg.writer() as writer:
-            counts = writer._database_counts()
+            counts = database_counts(kg)
             assert {name: len(keys) for name, keys in writer.keys.items()} == {name: counts[name] for name in writer.keys}
             again = writer.write(_batch(*facts, h0=["first head"]))
         assert (again.facts_added, again.duplicates, again.nodes_added) == (0, 12, 0)
@@ -159,18 +159,18 @@ def test_a_writer_killed_while_applying_updates_leaves_them_to_the_next_one(tmp_
     import sys
 
     code = f"""
-import os, signal
-import localkg.store.writer as writer_module
+import os, shutil, signal
+import localkg.store.updates as updates_module
 from localkg.store import KG
 from tests.test_writer import _numbered_graph
 
-writer_module.PENDING_SPAN = 4
-remove = writer_module.shutil.rmtree
+updates_module.PENDING_SPAN = 4
+remove = shutil.rmtree
 def remove_or_die(path, *args, **kwargs):
     if path.parent.name == "pending":
         os.kill(os.getpid(), signal.SIGKILL)
     remove(path, *args, **kwargs)
-writer_module.shutil.rmtree = remove_or_die
+shutil.rmtree = remove_or_die
 stored, named = _numbered_graph(20)
 with KG.create({str(tmp_path / "killed")!r}) as kg:
     with kg.writer() as writer:

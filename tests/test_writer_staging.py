@@ -15,6 +15,8 @@ import pytest
 from localkg.store import KG
 from localkg.store.batch import FactBatch
 from localkg.store.crashpoints import ENV as CRASH_ENV
+from localkg.store.flush import database_counts
+from localkg.store.staging import staged_batches
 
 FACTS = [(f"h{i}", f"r{i % 3}", f"t{i % 5}") for i in range(40)]
 
@@ -78,7 +80,7 @@ def test_a_writer_killed_while_staging_or_flushing_loses_and_duplicates_nothing(
     _killed_at(db, point)
     with KG.open(db) as kg:
         with kg.writer() as writer:  # opening recovers and flushes what was staged
-            assert not writer._batches()
+            assert not staged_batches(kg.path)
             for part in (FACTS[:20], FACTS[20:]):  # both batches were staged before each kill
                 again = writer.write(_batch(part))
                 assert again.facts_added == 0 and again.nodes_added == 0
@@ -96,8 +98,8 @@ def test_hash_sets_lost_after_a_flush_cut_off_between_its_steps_are_rebuilt_with
     shutil.rmtree(db / "keys")
     with KG.open(db) as kg:
         with kg.writer() as writer:
-            assert not writer._batches()
-            counts = writer._database_counts()
+            assert not staged_batches(kg.path)
+            counts = database_counts(kg)
             assert {name: len(keys) for name, keys in writer.keys.items()} == {name: counts[name] for name in writer.keys}
             again = writer.write(_batch(FACTS))
             assert again.facts_added == 0 and again.nodes_added == 0
@@ -108,10 +110,10 @@ def test_writes_reach_the_database_at_each_flush_of_flush_rows(tmp_path: Path, r
     with KG.create(tmp_path / "db") as kg:
         with kg.writer(flush_rows=30) as writer:
             writer.write(_batch(FACTS[:10]))  # 10 facts + 15 nodes staged: below 30
-            assert kg.stats().facts == 0 and len(writer._batches()) == 1
+            assert kg.stats().facts == 0 and len(staged_batches(kg.path)) == 1
             database = kg._database
             writer.write(_batch(FACTS[10:20]))  # past 30: both batches are flushed together
-            assert kg.stats().facts == 20 and not writer._batches()
+            assert kg.stats().facts == 20 and not staged_batches(kg.path)
             assert kg._database is not database  # reopened after the flush, to free Kùzu's memory
             writer.write(_batch(FACTS[20:]))
         assert _graph(kg) == reference

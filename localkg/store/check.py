@@ -1,13 +1,13 @@
 """``localkg check``: verify a store, and repair what an interrupted or failed load left.
 
 A store is sound when Kùzu's primary-key index finds every node, label and relation by its id
-(kuzu 0.11.3 could lose keys from it on appends, ``writer.keyed_pieces``), its manifest reads,
+(kuzu 0.11.3 could lose keys from it on appends, ``copying.keyed_pieces``), its manifest reads,
 no flush or update of stored nodes was left half done, and the writer's hash sets count what
 the database and the staged batches hold. :func:`check_store` reports each problem in one line
 and changes nothing. :func:`repair_store` rebuilds ``graph.kuzu`` from its own tables when the
 index disagrees with them (every table exported, then copied into empty tables, which Kùzu
-indexes whole), rewrites a damaged manifest, and lets a writer do the rest: it finishes or
-drops an interrupted flush, rebuilds the hash sets and applies the pending updates.
+indexes whole), rewrites a damaged manifest, and recovers the rest (``recovery.recover``): it
+finishes or drops an interrupted flush, rebuilds the hash sets and applies the pending updates.
 """
 from __future__ import annotations
 
@@ -21,14 +21,16 @@ import kuzu
 from localkg.errors import DatabaseDamagedError
 from localkg.store import schema
 from localkg.store import seal
+from localkg.store.copying import path_literal
+from localkg.store.dedupe import KEYSETS, key_set_sizes
 from localkg.store.kg import KG, open_database, read_manifest
-from localkg.store.keyset import KeySet
-from localkg.store.writer import KEYSETS, database_counts, expected_counts, flush_record, path_literal, staged_batches
+from localkg.store.recovery import recover, write_state
+from localkg.store.staging import staged_batches
+from localkg.store.updates import has_pending_updates
 
 KEYED_TABLES = ("Node", "Label", "Relation")
 DEFAULT_SAMPLE = 5_000
 _REPORTED = 20  # missing keys a full check names at most
-_REBUILD_DIR = "rebuild"
 _EXPORTS = (  # table, query returning its columns in COPY order (a relationship: from, to, properties)
     ("Node", "MATCH (n:Node) RETURN n.id, n.name, n.kind, n.aliases, n.description, n.types, n.value, "
              "n.datatype, n.lang, n.hub, n.seq ORDER BY offset(id(n))"),
@@ -86,15 +88,15 @@ def kuzu_database(path: Path, read_only: bool, buffer_pool_bytes: int = 256 << 2
 def unindexed_keys_in_sample(kg: KG, table: str, sample: int) -> tuple[list[str], int]:
     """Ids of a sample of ``table`` that a scan returns and a primary-key lookup does not find,
     and how many were looked up."""
-    rows = kg._run(f"MATCH (x:{table}) RETURN count(*)")[0][0]
+    rows = kg.rows(f"MATCH (x:{table}) RETURN count(*)")[0][0]
     if not rows:
         return [], 0
     step = 1 if sample <= 0 or rows <= sample else rows // (sample // 2)
     tail = 0 if step == 1 else rows - sample // 2  # the last rows: the latest appends
-    ids = [row[0] for row in kg._run(
+    ids = [row[0] for row in kg.rows(
         f"MATCH (x:{table}) WHERE offset(id(x)) % $step = 0 OR offset(id(x)) >= $tail RETURN x.id",
         {"step": step, "tail": tail})]
-    return [key for key in ids if not kg._run(f"MATCH (x:{table}) WHERE x.id = $id RETURN count(*)",
+    return [key for key in ids if not kg.rows(f"MATCH (x:{table}) WHERE x.id = $id RETURN count(*)",
                                               {"id": key})[0][0]], len(ids)
 
 
@@ -105,9 +107,9 @@ def unindexed_keys(kg: KG, table: str) -> tuple[list[str], int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    probe, file = f"_Probe{table}", kg.path / _REBUILD_DIR / f"probe-{table}.parquet"
+    probe, file = f"_Probe{table}", kg.path / schema.REBUILD_DIR / f"probe-{table}.parquet"
     kg.execute(f"DROP TABLE IF EXISTS {probe}")
-    ids = [row[0] for row in kg._run(f"MATCH (x:{table}) RETURN x.id")]
+    ids = [row[0] for row in kg.rows(f"MATCH (x:{table}) RETURN x.id")]
     if not ids:
         return [], 0
     kg.execute(f"CREATE REL TABLE {probe}(FROM {table} TO {table})")
@@ -134,31 +136,29 @@ def unindexed_keys(kg: KG, table: str) -> tuple[list[str], int]:
 def _state_problems(kg: KG) -> list[str]:
     """An interrupted flush or update pass, and hash sets that disagree with the database."""
     problems = []
-    batches = staged_batches(kg.path)
-    counts = database_counts(kg)
-    record = flush_record(kg.path)
+    state = write_state(kg)
+    record = state.flush
     if record is not None:
-        held = {name: counts[name] for name in record["before"]}
+        held = {name: state.held[name] for name in record["before"]}
         if held == record["expected"]:
             problems.append("a flush committed but its staged batches were not dropped; `--repair` drops them")
         else:
             problems.append(f"a flush of {len(record['batches'])} staged batches was interrupted "
                             f"(the database holds {_differences(held, record)}); `--repair` finishes it")
-    elif batches:
-        problems.append(f"{len(batches)} staged batches wait for a flush (an interrupted load); "
+    elif state.batches:
+        problems.append(f"{len(state.batches)} staged batches wait for a flush (an interrupted load); "
                         "`--repair` flushes them, or run the load again with --resume")
-    pending = kg.path / "pending"
-    if pending.is_dir() and any(pending.glob("*/*.parquet")):
+    if state.pending_updates:
         problems.append("updates of stored nodes saved by a flush were not applied; `--repair` applies them")
-    expected = record["expected"] if record is not None else expected_counts(counts, batches)
-    keys = {name: len(KeySet(kg.path / schema.KEYS_DIR / name, with_values=name == "nodes")) for name in KEYSETS}
-    wrong = [f"{name} {keys[name]:,} (should be {expected[name]:,})" for name in KEYSETS if keys[name] != expected[name]]
+    keys = key_set_sizes(kg.path)
+    wrong = [f"{name} {keys[name]:,} (should be {state.expected[name]:,})" for name in KEYSETS
+             if keys[name] != state.expected[name]]
     if wrong:
         problems.append(f"the deduplication hash sets disagree with the store: {', '.join(wrong)}; "
                         "`--repair` rebuilds them")
-    facts = kg._run("MATCH (r:Relation) RETURN sum(r.facts)")[0][0] or 0
-    if facts != counts["facts"]:
-        problems.append(f"the relation catalogue counts {facts:,} facts, the store holds {counts['facts']:,}")
+    facts = kg.rows("MATCH (r:Relation) RETURN sum(r.facts)")[0][0] or 0
+    if facts != state.held["facts"]:
+        problems.append(f"the relation catalogue counts {facts:,} facts, the store holds {state.held['facts']:,}")
     return problems
 
 
@@ -179,10 +179,9 @@ def repair_store(path: str | Path, buffer_pool_bytes: int = 1 << 30) -> list[str
     if any(problem.split(":", 1)[0] in KEYED_TABLES for problem in check_store(path, full=True)):
         rebuild_graph(path, buffer_pool_bytes)
         done.append(f"rebuilt {schema.GRAPH_FILE} from its tables (its primary-key index had lost keys)")
-    unfinished = bool(staged_batches(path)) or any((path / "pending").glob("*/*.parquet"))
+    unfinished = bool(staged_batches(path)) or has_pending_updates(path)
     with KG.open(path, buffer_pool_bytes=buffer_pool_bytes) as kg:
-        with kg.writer():  # finishes an interrupted flush, rebuilds the hash sets, applies pending updates
-            pass
+        recover(kg)
     if unfinished:
         done.append("finished the interrupted load's flush and updates of stored nodes")
     return done
@@ -201,7 +200,7 @@ def rebuild_graph(path: Path, buffer_pool_bytes: int = 1 << 30) -> None:
     index agrees with its table. The exported tables wait in ``DB/rebuild/`` and the new database
     replaces the old one only once complete (one rename), so a crash here loses nothing.
     """
-    work = path / _REBUILD_DIR
+    work = path / schema.REBUILD_DIR
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     old = kuzu_database(path, read_only=True, buffer_pool_bytes=buffer_pool_bytes)

@@ -24,9 +24,10 @@ import json
 import re
 import shlex
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import kuzu
 
@@ -238,8 +239,31 @@ class KG:
         return int(self.manifest.get("generation", 0))
 
     # ------------------------------------------------------------------ execution
-    def _run(self, query: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
-        return self._connection.execute(query, parameters or {}).get_all()
+    def rows(self, query: str, parameters: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Every row of a Cypher statement, unlogged: the store's own queries and its writer's
+        bookkeeping, which a reasoner's trace should not count."""
+        return self.execute(query, parameters).get_all()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One Kùzu transaction around the block: committed when it ends, rolled back when it raises.
+
+        Kùzu rolls a transaction back itself when a statement fails (then ``ROLLBACK`` would
+        raise "No active transaction" and hide the real error), so rolling back is attempted
+        only while a transaction is still open.
+        """
+        connection = self._connection
+        connection.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            try:
+                connection.execute("ROLLBACK")
+            except RuntimeError as rollback_error:
+                if "No active transaction" not in str(rollback_error):
+                    raise
+            raise
+        connection.execute("COMMIT")
 
     def _logged(self, primitive: str, arguments: dict[str, Any], run: Callable[[], list]) -> list:
         started = time.perf_counter()
@@ -274,7 +298,7 @@ class KG:
     # ------------------------------------------------------------------ primitives
     def node(self, entity: str) -> NodeRecord:
         """Everything stored about one node; raises :class:`UnknownEntityError` if absent."""
-        rows = self._logged("node", {"entity": entity}, lambda: self._run(
+        rows = self._logged("node", {"entity": entity}, lambda: self.rows(
             "MATCH (n:Node {id: $id}) RETURN n.id, n.name, n.kind, n.aliases, n.description, n.types, "
             "n.value, n.datatype, n.lang",
             {"id": entity},
@@ -287,7 +311,7 @@ class KG:
 
     def has_node(self, entity: str) -> bool:
         return bool(self._logged("has_node", {"entity": entity},
-                                 lambda: self._run("MATCH (n:Node {id: $id}) RETURN n.id", {"id": entity})))
+                                 lambda: self.rows("MATCH (n:Node {id: $id}) RETURN n.id", {"id": entity})))
 
     def name(self, entity: str) -> str:
         """The display name: the name, a literal's value, or "(mediator)" for an unnamed CVT.
@@ -307,12 +331,12 @@ class KG:
         _check_direction(direction)
 
         def run() -> list:
-            hub = self._run("MATCH (n:Node {id: $id}) RETURN n.hub", {"id": entity})
+            hub = self.rows("MATCH (n:Node {id: $id}) RETURN n.hub", {"id": entity})
             if not hub:
                 raise UnknownEntityError(f"no node with id {entity!r}")
             if hub[0][0]:
-                return self._run(_SUMMARY_RELATIONS, {"id": entity, "dir": direction})
-            return self._run(_EDGE_RELATIONS[direction], {"id": entity})
+                return self.rows(_SUMMARY_RELATIONS, {"id": entity, "dir": direction})
+            return self.rows(_EDGE_RELATIONS[direction], {"id": entity})
 
         rows = self._logged("relations", {"entity": entity, "direction": direction}, run)
         # A hub's summary rows are appended per load, so one (relation, direction) may have several;
@@ -339,7 +363,7 @@ class KG:
         def run() -> list:
             rows: list = []
             for query in queries:
-                rows.extend(self._run(query, {"id": entity, "rel": relation, "limit": limit - len(rows)}))
+                rows.extend(self.rows(query, {"id": entity, "rel": relation, "limit": limit - len(rows)}))
                 if len(rows) >= limit:
                     break
             return rows
@@ -367,7 +391,7 @@ class KG:
             parameters["rel"] = relation
         query = f"MATCH {pattern} WHERE {condition} RETURN a.id, f.rel, b.id, b.name, b.kind, b.value LIMIT $limit"
         rows = self._logged("reach", {"sources": len(parameters["ids"]), "relation": relation,
-                                      "direction": direction}, lambda: self._run(query, parameters))
+                                      "direction": direction}, lambda: self.rows(query, parameters))
         return [(r[0], r[1], _node(r[2], r[3], r[4], r[5])) for r in rows]
 
     def triples(self, entity: str, limit: int | None = None, relation_filter: Iterable[str] = ()) -> list[Triple]:
@@ -377,10 +401,10 @@ class KG:
         params = {"id": entity, "limit": limit, "excluded": excluded}
 
         def run() -> list:
-            out_rows = self._run(
+            out_rows = self.rows(
                 "MATCH (a:Node {id: $id})-[f:Fact]->(b:Node) WHERE NOT list_contains($excluded, f.rel) "
                 "RETURN a.id, a.name, a.kind, a.value, f.rel, b.id, b.name, b.kind, b.value LIMIT $limit", params)
-            in_rows = self._run(
+            in_rows = self.rows(
                 "MATCH (a:Node {id: $id})<-[f:Fact]-(b:Node) WHERE NOT list_contains($excluded, f.rel) "
                 "RETURN b.id, b.name, b.kind, b.value, f.rel, a.id, a.name, a.kind, a.value LIMIT $limit",
                 {**params, "limit": max(0, limit - len(out_rows))})
@@ -391,12 +415,12 @@ class KG:
 
     def find(self, label: str) -> list[Node]:
         """Nodes whose name or alias is ``label`` (case and spacing ignored), or whose id is ``label``."""
-        rows = self._logged("find", {"label": label}, lambda: self._run(
+        rows = self._logged("find", {"label": label}, lambda: self.rows(
             "MATCH (l:Label {id: $key})-[:Names]->(n:Node) RETURN DISTINCT n.id, n.name, n.kind, n.value",
             {"key": schema.normalise_label(label)}))
         nodes = [_node(*r) for r in rows]
         if not any(n.id == label for n in nodes):
-            by_id = self._run("MATCH (n:Node {id: $id}) RETURN n.id, n.name, n.kind, n.value", {"id": label})
+            by_id = self.rows("MATCH (n:Node {id: $id}) RETURN n.id, n.name, n.kind, n.value", {"id": label})
             nodes = [_node(*r) for r in by_id] + nodes
         return nodes
 
@@ -437,7 +461,7 @@ class KG:
         query = (f"MATCH p = (a:Node {{id: $s}})-[f:Fact* ACYCLIC 1..{hops}{intermediate}]-(b:Node {{id: $t}}) "
                  "RETURN rels(p), nodes(p) ORDER BY length(p) LIMIT $limit")
         rows = self._logged("paths", {"source": source, "target": target, "max_hops": hops},
-                            lambda: self._run(query, {"s": source, "t": target, "limit": int(limit)}))
+                            lambda: self.rows(query, {"s": source, "t": target, "limit": int(limit)}))
         return [_path_from_row(rels, nodes) for rels, nodes in rows]
 
     def subgraph(self, seeds: Sequence[str], hops: int = 2, relation_filter: Callable[[str], bool] | Iterable[str] | None = None,
@@ -475,7 +499,7 @@ class KG:
     def stats(self) -> Stats:
         """Counts of entities, CVTs, literals, facts, relations and labels."""
         def run() -> list:
-            return [self._run(query) for query in _STATS]
+            return [self.rows(query) for query in _STATS]
 
         kind_rows, [[facts]], [[relations]], [[labels]] = self._logged("stats", {}, run)
         kinds = dict(kind_rows)
@@ -484,7 +508,7 @@ class KG:
 
     def relation_catalogue(self) -> list[tuple[str, str, str, int]]:
         """Every relation as (id, label, description, fact count), most used first."""
-        rows = self._logged("relation_catalogue", {}, lambda: self._run(
+        rows = self._logged("relation_catalogue", {}, lambda: self.rows(
             "MATCH (r:Relation) RETURN r.id, r.label, r.description, r.facts ORDER BY r.facts DESC, r.id"))
         return [(r[0], r[1] or r[0], r[2] or "", int(r[3] or 0)) for r in rows]
 
@@ -492,7 +516,7 @@ class KG:
         """All nodes of the given kinds, in batches, in insertion order (for index building)."""
         skip = 0
         while True:
-            rows = self._logged("iter_nodes", {"kinds": list(kinds), "skip": skip}, lambda: self._run(
+            rows = self._logged("iter_nodes", {"kinds": list(kinds), "skip": skip}, lambda: self.rows(
                 "MATCH (n:Node) WHERE list_contains($kinds, n.kind) RETURN n.id, n.name, n.kind, n.aliases, "
                 "n.description, n.types, n.value, n.datatype, n.lang SKIP $skip LIMIT $limit",
                 {"kinds": list(kinds), "skip": skip, "limit": batch}))
@@ -504,12 +528,16 @@ class KG:
 
     # ------------------------------------------------------------------ writing
     def writer(self, flush_rows: int | None = None) -> "GraphWriter":
-        """A bulk writer that appends and deduplicates (see ``localkg.store.writer``); writes reach
-        the database when ``flush_rows`` nodes and facts have gathered (by default as many as this
+        """A bulk writer that appends and deduplicates (see ``localkg.store.writer``), once it has
+        settled what an interrupted writer left (``GraphWriter.recover``); writes reach the
+        database when ``flush_rows`` nodes and facts have gathered (by default as many as this
         database's buffer pool holds in one flush) and when it closes."""
-        from localkg.store.writer import GraphWriter, flush_rows_for_pool
+        from localkg.store.pool import flush_rows_for_pool
+        from localkg.store.writer import GraphWriter
 
-        return GraphWriter(self, flush_rows_for_pool(self.buffer_pool_bytes) if flush_rows is None else flush_rows)
+        writer = GraphWriter(self, flush_rows_for_pool(self.buffer_pool_bytes) if flush_rows is None else flush_rows)
+        writer.recover()
+        return writer
 
     def add_triples(self, triples: Iterable[tuple[str, str, str]]) -> None:
         """Add name-only triples (the simple path; loaders use :meth:`writer` for bulk)."""
