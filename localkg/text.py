@@ -1,9 +1,44 @@
-"""How relation ids and questions read to an embedder: words a relation id stands for, and a
-question without its topic entities' names. Below every package that ranks text by similarity."""
+"""How text is read across the layers: the one form answers are compared in (the metric, the
+trained scorers' labels), the words a relation id stands for, and a question without its topic
+entities' names. Below every package that compares answers or ranks text by similarity."""
 from __future__ import annotations
 
 import re
-from typing import Iterable
+import unicodedata
+from typing import Iterable, Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalise_answer(text: str) -> str:
+    """The form answers are compared in (docs/metrics.md), by the metric and by the labels the
+    trained scorers learn from, so that training counts as right what the metric does.
+
+    NFKC, ``_`` read as a space (PathQuestion and WC2014 write names as ``united_kingdom``),
+    lower-cased, punctuation deleted, the articles *a*, *an*, *the* dropped as words,
+    whitespace collapsed. When dropping articles would leave nothing (an answer that is
+    just "The"), they are kept.
+
+    >>> normalise_answer("  The_United  Kingdom. ")
+    'united kingdom'
+    >>> normalise_answer("Suddenly, Last Summer")
+    'suddenly last summer'
+    """
+    text = unicodedata.normalize("NFKC", text).replace("_", " ").casefold()
+    text = "".join(" " if ch.isspace() else ch for ch in text if not unicodedata.category(ch).startswith("P"))
+    without_articles = " ".join(_ARTICLES.sub(" ", text).split())
+    return without_articles or " ".join(text.split())
+
+
+def gold_keys(answers: Sequence[Sequence[str]]) -> list[frozenset[str]]:
+    """Each gold answer as the normalised strings that count for it (its name, aliases, id). An
+    empty string never matches, so it is dropped, and an answer left with none is left out.
+
+    >>> gold_keys([["The Birds", "birds"], ["?"]])
+    [frozenset({'birds'})]
+    """
+    keys = [frozenset(key for key in map(normalise_answer, aliases) if key) for aliases in answers]
+    return [answer for answer in keys if answer]
 
 
 def readable_relation(relation: str) -> str:

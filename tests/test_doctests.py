@@ -9,7 +9,7 @@ import pytest
 MODULES = ["localkg.store.kg", "localkg.store.pool", "localkg.store.copying", "localkg.store.batch", "localkg.store.labels", "localkg.store.schema", "localkg.loaders.triples",
            "localkg.loaders.freebase", "localkg.loaders.parallel", "localkg.loaders.ntriples", "localkg.loaders.wikidata",
            "localkg.loaders.rejects",
-           "localkg.evaluation.metrics", "localkg.store.keyset", "localkg.indexes.label_table",
+           "localkg.text", "localkg.store.keyset", "localkg.indexes.label_table",
            "localkg.reasoners.fog", "localkg.reasoners.distance"]
 
 

@@ -78,6 +78,23 @@ def test_pathquestion_gold_path_is_walked_to_the_answer(tmp_path, shared):
     assert ("ernest_augustus_i_of_hanover", "nationality", "united_kingdom") in positives
 
 
+def test_an_answer_the_metric_counts_is_a_positive(tmp_path):
+    """The labels compare answers as the metric does: "The United Kingdom." is ``united_kingdom``."""
+    from localkg.loaders.triples import load_triples
+    from localkg.store import KG
+
+    facts = tmp_path / "facts.tsv"
+    facts.write_text("frederica\tspouse\ternest\nernest\tnationality\tunited_kingdom\nernest\tborn_in\thanover\n")
+    question = Question(id="q", text="what is the nationality of frederica's spouse", topic_entities=["frederica"],
+                        answers=[["The United Kingdom."]], meta={"relation_path": ["spouse", "nationality"]})
+    with KG.create(tmp_path / "db") as kg:
+        load_triples(kg, [facts], progress=False)
+        example = build_example(kg, question, ["frederica"], random.Random(0))
+    assert example is not None
+    assert {triple_key(t) for t, y in zip(example.triples, example.labels) if y == 1.0} == {
+        ("frederica", "spouse", "ernest"), ("ernest", "nationality", "united_kingdom")}
+
+
 def test_questions_without_gold_path_are_refused():
     question = Question(id="q1", text="who directed Top Hat", answers=[["Mark Sandrich"]], topic_entities=["Top Hat"])
     with pytest.raises(TrainingDataError, match="no gold path"):

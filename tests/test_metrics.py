@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from localkg.evaluation.metrics import Prediction, aggregate, distribution, loose_match, normalise, score_question
+from localkg.evaluation.metrics import Prediction, aggregate, distribution, loose_match, score_question
+from localkg.text import normalise_answer
 
 
 def preds(*names: str) -> list[Prediction]:
@@ -22,7 +23,7 @@ def preds(*names: str) -> list[Prediction]:
     ("Alan_PULIDO", "alan pulido"),
 ])
 def test_normalise(text: str, expected: str) -> None:
-    assert normalise(text) == expected
+    assert normalise_answer(text) == expected
 
 
 def test_hand_worked_partial_answer() -> None:

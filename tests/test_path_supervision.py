@@ -45,6 +45,20 @@ def test_two_hop_answers_and_partial_overlap(movies):
     assert one_director == pytest.approx(2 / 3)
 
 
+@pytest.mark.parametrize("name, node_id, answer", [
+    ("Suddenly, Last Summer", "suddenly_last_summer", "suddenly last summer"),  # punctuation
+    ("United Kingdom", "united_kingdom", "the United Kingdom"),                  # an article
+    ("Alan Pulido", "Q1", "Alan_PULIDO"),                                       # WC2014's `_`
+])
+def test_a_label_counts_an_answer_right_exactly_when_the_metric_does(name, node_id, answer):
+    from localkg.evaluation.metrics import Prediction, score_question
+    from localkg.retrieval.supervision import gold_keys
+
+    metric = score_question([Prediction(node_id, name)], [[answer]]).f1
+    assert answer_f1([Node(node_id, name)], gold_keys([[answer]])) == metric == 1.0
+    assert answer_f1([Node("Q9", "Another Name")], gold_keys([[answer]])) == 0.0
+
+
 def test_the_topic_is_left_out_of_what_a_path_reaches(movies):
     # films sharing Top Hat's director: the path reaches Top Hat itself, which is left out
     walker = PathWalker(movies)

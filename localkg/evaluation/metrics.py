@@ -3,38 +3,18 @@
 Papers in this area each score differently (ToG's "exact match" is a two-way
 substring test, some skip empty predictions), so numbers are not comparable
 across them. Here there is one strict definition: normalised string equality
-against each gold answer's aliases, Hits@1, Hit and set precision/recall/F1,
+against each gold answer's aliases (``localkg.text.normalise_answer``, the form
+the trained scorers' labels use too), Hits@1, Hit and set precision/recall/F1,
 with an empty prediction counted as wrong, never skipped. ToG's loose match
 is computed too, but only ever reported under its own name, ``em_loose``.
 """
 from __future__ import annotations
 
-import re
 import statistics
-import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-
-
-def normalise(text: str) -> str:
-    """The form answers are compared in.
-
-    NFKC, ``_`` read as a space (PathQuestion and WC2014 write names as ``united_kingdom``),
-    lower-cased, punctuation deleted, the articles *a*, *an*, *the* dropped as words,
-    whitespace collapsed. When dropping articles would leave nothing (an answer that is
-    just "The"), they are kept.
-
-    >>> normalise("  The_United  Kingdom. ")
-    'united kingdom'
-    >>> normalise("Suddenly, Last Summer")
-    'suddenly last summer'
-    """
-    text = unicodedata.normalize("NFKC", text).replace("_", " ").casefold()
-    text = "".join(" " if ch.isspace() else ch for ch in text if not unicodedata.category(ch).startswith("P"))
-    without_articles = " ".join(_ARTICLES.sub(" ", text).split())
-    return without_articles or " ".join(text.split())
+from localkg.text import gold_keys, normalise_answer
 
 
 def loose_key(text: str) -> str:
@@ -73,20 +53,19 @@ def score_question(predictions: Sequence[Prediction], gold: Sequence[Sequence[st
     of the answer's normalised aliases. Predictions are deduplicated (same normalised name and
     id) before precision is taken. An empty prediction list scores 0 everywhere.
     """
-    gold_keys = [{k for k in (normalise(a) for a in aliases) if k} for aliases in gold]
-    gold_keys = [keys for keys in gold_keys if keys]
-    distinct = list(dict.fromkeys((normalise(p.name), normalise(p.id)) for p in predictions))
+    answers = gold_keys(gold)
+    distinct = list(dict.fromkeys((normalise_answer(p.name), normalise_answer(p.id)) for p in predictions))
     distinct = [keys for keys in distinct if any(keys)]
-    if not distinct or not gold_keys:
+    if not distinct or not answers:
         return QuestionScore(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
-    def matches(keys: tuple[str, str], gold_answer: set[str]) -> bool:
+    def matches(keys: tuple[str, str], gold_answer: frozenset[str]) -> bool:
         return any(k and k in gold_answer for k in keys)
 
-    correct = [any(matches(keys, g) for g in gold_keys) for keys in distinct]
-    found = [any(matches(keys, g) for keys in distinct) for g in gold_keys]
+    correct = [any(matches(keys, g) for g in answers) for keys in distinct]
+    found = [any(matches(keys, g) for keys in distinct) for g in answers]
     precision = sum(correct) / len(distinct)
-    recall = sum(found) / len(gold_keys)
+    recall = sum(found) / len(answers)
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return QuestionScore(
         hits_at_1=float(correct[0]),

@@ -23,7 +23,7 @@ from localkg.errors import TrainingDataError
 from localkg.fog.features import QuestionGraph, TripleKey, bfs_levels, triple_key
 from localkg.store.kg import KG
 from localkg.store.model import OUT, Node, Triple
-from localkg.text import without_mentions
+from localkg.text import gold_keys, normalise_answer, without_mentions
 
 @dataclass(frozen=True)
 class SupervisionLimits:
@@ -48,10 +48,6 @@ def gold_walks(question: Any, topics: Sequence[str]) -> list[tuple[str, list[Rel
         raise TrainingDataError(f"question {question.id} has no gold path: FoG trains on datasets that give one "
                                 "(PathQuestion, WC2014: relation_path; MetaQA: question type)")
     return list(zip(topics, paths))
-
-
-def _normalise(text: str) -> str:
-    return " ".join(text.lower().replace("_", " ").split())
 
 
 def _step_triples(kg: KG, node: Node, step: RelationStep, limit: int) -> list[Triple]:
@@ -83,7 +79,7 @@ def gold_triples(kg: KG, topic: str, path: Sequence[RelationStep], answers: set[
         layers.append(layer)
         frontier = reached
     reached_answers = sorted(node_id for node_id, node in frontier.items()
-                             if _normalise(node.display) in answers or _normalise(node_id) in answers)
+                             if normalise_answer(node.display) in answers or normalise_answer(node_id) in answers)
     alive = set(rng.sample(reached_answers, min(limits.max_answers, len(reached_answers))))
     kept: list[Triple] = []
     for layer in reversed(layers):
@@ -130,7 +126,7 @@ def build_example(kg: KG, question: Any, topics: Sequence[str], rng: random.Rand
     the 1-hop neighbourhood of the walks (the triples touching a node of a walk), and -1 (no loss,
     structure only) on the rest; the answer's distance is the longest gold path's length.
     """
-    answers = {_normalise(alias) for gold in question.answers for alias in gold}
+    answers = {key for keys in gold_keys(question.answers) for key in keys}
     positives: dict[TripleKey, Triple] = {}
     sources = []
     gold_paths = gold_walks(question, topics)

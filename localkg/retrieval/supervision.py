@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.model import IN, Node
-from localkg.store.schema import normalise_label
+from localkg.text import gold_keys, normalise_answer
 
 TIE = 1e-9
 
@@ -66,20 +66,16 @@ class Supervision:
         return [topic.paths[topic.best[0]] for topic in self.topics]
 
 
-def gold_keys(answers: Sequence[Sequence[str]]) -> list[frozenset[str]]:
-    """Each gold answer as the normalised strings that count for it (name, aliases, id)."""
-    return [frozenset(normalise_label(alias) for alias in aliases) for aliases in answers]
-
-
 def answer_f1(ends: Iterable[Node], gold: Sequence[frozenset[str]]) -> float:
-    """F1 of a set of nodes against the gold answers (a node counts by its name or its id)."""
+    """F1 of a set of nodes against the gold answers (``localkg.text.gold_keys``), compared as the
+    metric compares them: a node counts by its normalised name or id."""
     ends = list(ends)
     if not ends or not gold:
         return 0.0
     found: set[int] = set()
     correct = 0
     for node in ends:
-        keys = {normalise_label(node.name), normalise_label(node.id)}
+        keys = {normalise_answer(node.name), normalise_answer(node.id)}
         hits = [index for index, aliases in enumerate(gold) if keys & aliases]
         if hits:
             correct += 1
