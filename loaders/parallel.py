@@ -33,6 +33,7 @@ from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import compressed_position, open_binary
 from localkg.store.batch import ColumnBatch, FactBatch
 from localkg.store.crashpoints import crash_point
+from localkg.store.pool import buffer_pool_errors
 
 CHUNK_BYTES = 16 << 20
 BATCH_BYTES = 64 << 20
@@ -301,24 +302,11 @@ def parse_in_order(fmt: DumpFormat, chunks: Iterator[Chunk], workers: int) -> It
 
 
 # ---------------------------------------------------------------- the load
-def within_pool(action: Callable[..., Any], *args: Any) -> Any:
-    """Run a writer action that may reach Kùzu (open, write, flush); Kùzu's "buffer pool is full"
-    becomes a :class:`LoadError` that says what to do.
-
-    A Kùzu write transaction needs buffer-pool memory that grows with what it copies and with
-    the tables it writes into, so a pool that holds the first flushes of a dump may not hold the
-    last. The failed flush is rolled back whole and its staged batches stay on disk, so the load
-    resumes after its last checkpoint. (Retrying in smaller writes on the same connection is not
-    an option: kuzu 0.11.3 aborts the process on the next rollback.)
-    """
-    try:
-        return action(*args)
-    except RuntimeError as error:
-        if "buffer pool is full" not in str(error):
-            raise
-        raise LoadError("Kùzu's buffer pool is too small for this write; run the same command again with "
-                        "--resume and a larger --buffer-pool-mb: the load continues after its last "
-                        "checkpoint") from None
+#: The way out of a write that overflows Kùzu's buffer pool (``localkg.store.pool``) in a dump load:
+#: the failed flush is rolled back whole and its staged batches stay on disk, so the load resumes
+#: after its last checkpoint.
+RESUME_WITH_A_LARGER_POOL = ("run the same command again with --resume and a larger --buffer-pool-mb: the load "
+                             "continues after its last checkpoint")
 
 
 def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: bool = False,
@@ -362,7 +350,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
     batch_bytes = max(batch_bytes or BATCH_BYTES, chunk_bytes)
     lines_here = 0
     try:
-        with within_pool(kg.writer) as writer:
+        with buffer_pool_errors(RESUME_WITH_A_LARGER_POOL), kg.writer() as writer:
             key = load_key(identity)
             report.add_recovered(writer.recovered, key, (done.file, done.line))
             parts: list[ColumnBatch] = []
@@ -375,7 +363,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 nonlocal parts, parsed, state_changed, lines_here
                 meta = parsed[-1][0]
                 origin = {"load": key, "through": [meta.file, meta.end_line]}
-                report.add_written(within_pool(writer.stage, ColumnBatch.concat(parts), origin))
+                report.add_written(writer.stage(ColumnBatch.concat(parts), origin))
                 for _, result in parsed:
                     report.add_parsed(result)
                     lines_here += result.lines
@@ -386,7 +374,7 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 crash_point("checkpointed")
                 rejects.written_through(report.facts_loaded, str(paths[meta.file]), meta.end_line)
                 parts, parsed, state_changed = [], [], False
-                within_pool(writer.flush_when_full)
+                writer.flush_when_full()
                 return_free_memory()
                 bar.update(max(0, meta.compressed - bar.n))
                 elapsed = time.perf_counter() - started
@@ -414,11 +402,11 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                     write_batch()
             if parsed:
                 write_batch()
-            within_pool(writer.flush)
+            writer.flush()
             if damaged is not None:
                 raise damaged
             bar.set_postfix_str(f"{report.lines_read:,} lines; applying updates of stored nodes", refresh=True)
-            within_pool(writer.apply_updates)  # finish reads node attributes
+            writer.apply_updates()  # finish reads node attributes
             report.details.update(fmt.finish(kg, writer, checkpoint.state))
             changed_here = writer.totals.facts_added or writer.totals.nodes_added or writer.totals.nodes_updated
         if not changed_here and (changed_before or report.details.get("cvt_nodes_marked")):

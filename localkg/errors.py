@@ -46,6 +46,10 @@ class ResumeError(LoadError):
     """``--resume`` found a checkpoint that belongs to another load (other files or options)."""
 
 
+class BufferPoolFullError(LoadError):
+    """A write did not fit Kùzu's buffer pool; what it staged waits for a writer with a larger one."""
+
+
 class UnknownEntityError(LocalKGError):
     """An entity id that is not in the store was asked for."""
 

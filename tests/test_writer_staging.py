@@ -120,17 +120,20 @@ def test_writes_reach_the_database_at_each_flush_of_flush_rows(tmp_path: Path, r
 
 
 def test_a_flush_that_overflows_the_buffer_pool_stays_staged_for_the_next_writer(tmp_path: Path) -> None:
-    """A flush that does not fit the pool is rolled back; the writer then refuses to flush again
-    (kuzu 0.11.3 aborts the process on a second rollback on one connection) and closes without
-    trying, and a writer with a larger pool flushes the staged writes when it opens."""
-    from localkg.errors import LoadError
+    """A flush that does not fit the pool is rolled back and says so as a LocalKGError with the
+    way out, to a program that writes through ``KG.writer()`` as to the CLI; the writer then
+    refuses to flush again (kuzu 0.11.3 aborts the process on a second rollback on one
+    connection) and closes without trying, and a writer with a larger pool flushes the staged
+    writes when it opens."""
+    from localkg.errors import BufferPoolFullError, LoadError
 
     facts = [(f"m.{i}", f"r{i % 50}", f"m.{i * 7 % 40_000}") for i in range(60_000)]
     db = tmp_path / "db"
     with KG.create(db, buffer_pool_bytes=10 << 20) as kg:
         with kg.writer(flush_rows=10**9) as writer:
             writer.write(_batch(facts))
-            with pytest.raises(RuntimeError, match="buffer pool is full"):
+            with pytest.raises(BufferPoolFullError, match="buffer pool is too small for this write; open the "
+                                                          "store with a larger buffer pool and write again"):
                 writer.flush()
             with pytest.raises(LoadError, match="an earlier flush of this writer failed"):
                 writer.flush()

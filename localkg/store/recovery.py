@@ -19,7 +19,7 @@ from localkg.store import schema
 from localkg.store.closing import finish_writes
 from localkg.store.dedupe import KeySets, keys_agree, open_key_sets, rebuild_key_sets
 from localkg.store.flush import database_counts, flush_marker, flush_record, flush_staged
-from localkg.store.pool import update_span_for_pool
+from localkg.store.pool import buffer_pool_errors, update_span_for_pool
 from localkg.store.staging import StagedWrite, expected_counts, staged_batches, staged_writes
 from localkg.store.updates import has_pending_updates
 
@@ -67,6 +67,7 @@ def recover_staged(kg: "KG", keys: KeySets) -> list[StagedWrite]:
     return found
 
 
+@buffer_pool_errors()
 def recover(kg: "KG") -> list[StagedWrite]:
     """Settle everything interrupted or failed writers left in ``kg``, writing nothing new:
     :func:`recover_staged`, then the passes a writer owes when it closes (the pending updates of

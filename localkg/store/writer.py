@@ -13,7 +13,8 @@ opens. The writer holds the state of one write and calls a module for each step:
   ``flush_rows`` rows have gathered (``copying.py`` copies keyed tables in pieces);
 - ``updates.py``: updates of stored nodes wait under ``DB/pending/``;
 - ``closing.py``: the close applies them and flags new hubs (``hubs.py``);
-- ``pool.py``: flushes and update ranges are sized to the buffer pool.
+- ``pool.py``: flushes and update ranges are sized to the buffer pool, and a write that
+  overflows it raises :class:`~localkg.errors.BufferPoolFullError`.
 
 The reasons and measurements are in docs/architecture.md and docs/benchmarks.md.
 """
@@ -29,7 +30,7 @@ from localkg.store.closing import finish_writes
 from localkg.store.dedupe import open_key_sets
 from localkg.store.flush import flush_staged
 from localkg.store.hubs import sequence_ranges, stored_hubs
-from localkg.store.pool import update_span_for_pool
+from localkg.store.pool import buffer_pool_errors, update_span_for_pool
 from localkg.store.recovery import recover_staged
 from localkg.store.staging import StagedWrite, WriteCounts, stage_batch, staged_batches
 from localkg.store.updates import apply_pending_updates
@@ -57,6 +58,7 @@ class GraphWriter:
         self._staged_rows = 0
         self._flush_failed = False
 
+    @buffer_pool_errors()
     def recover(self) -> list[StagedWrite]:
         """Settle what an interrupted or failed writer left, before this writer stages anything
         (``recovery.recover_staged``: its flush finished or dropped, the hash sets rebuilt if they
@@ -78,6 +80,7 @@ class GraphWriter:
             return
         self.close()
 
+    @buffer_pool_errors()
     def close(self) -> None:
         """Finish: flush, apply the pending updates of stored nodes, and, if anything changed, flag
         new hubs and bump the generation (``closing.finish_writes``); drop the transient files.
@@ -96,6 +99,7 @@ class GraphWriter:
         self.flush_when_full()
         return counts
 
+    @buffer_pool_errors()
     def stage(self, batch: FactBatch | ColumnBatch, origin: Any = None) -> WriteCounts:
         """:meth:`write` without the flush, for a loader that records its progress between the two
         (a crash in the flush then finds the batch recorded as written)."""
@@ -109,6 +113,7 @@ class GraphWriter:
         if self._staged_rows >= self.flush_rows:
             self.flush()
 
+    @buffer_pool_errors()
     def flush(self) -> None:
         """Copy every staged batch into Kùzu (``flush.flush_staged``).
 
@@ -128,6 +133,7 @@ class GraphWriter:
             raise
         self._staged_rows = 0
 
+    @buffer_pool_errors()
     def apply_updates(self) -> None:
         """Apply the updates of stored nodes that the flushes saved (:meth:`close` does too; a load
         that reads node attributes before closing calls it first), a range of
