@@ -654,17 +654,6 @@ def _plan_load(paths: tuple[Path, ...], fmt: Any, buffer_pool_mb: int | None, pl
     return plan
 
 
-def _open_for_loading(db: Path, buffer_pool_bytes: int) -> Any:
-    """The database, opened for a dump load: malloc arenas capped before Kùzu starts its threads,
-    Arrow on the system allocator (localkg/loaders/memory.py), and the load's own buffer pool."""
-    from localkg.loaders.memory import arrow_uses_system_allocator, limit_allocator_arenas
-    from localkg.store import KG
-
-    limit_allocator_arenas()
-    arrow_uses_system_allocator()
-    return KG.open(db, create=True, buffer_pool_bytes=buffer_pool_bytes)
-
-
 @load.command("freebase")
 @_dump_options
 @click.option("--filter", "filter_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -680,11 +669,12 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     See docs/loading.md.
     """
     from localkg.loaders.freebase import freebase_format, load_freebase
+    from localkg.loaders.memory import open_for_loading
 
     plan = _plan_load(paths, freebase_format(lang.split(","), filter_path), buffer_pool_mb, plan_only, as_json, quiet)
     if plan is None:
         return
-    with _open_for_loading(db, plan.buffer_pool_bytes) as kg:
+    with open_for_loading(db, plan.buffer_pool_bytes) as kg:
         kg.record_source("freebase", paths, "--lang", lang,
                         *(["--filter", str(filter_path.resolve())] if filter_path else []))
         report = load_freebase(kg, paths, langs=lang.split(","), filter_path=filter_path, resume=resume,
@@ -709,13 +699,14 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     Items become nodes with labels, aliases and descriptions; claims become
     facts; properties label the relation catalogue. See docs/loading.md.
     """
+    from localkg.loaders.memory import open_for_loading
     from localkg.loaders.wikidata import load_wikidata, wikidata_format
 
     dump_format = wikidata_format(paths, lang.split(","), ranks, qualifiers, fmt)
     plan = _plan_load(paths, dump_format, buffer_pool_mb, plan_only, as_json, quiet)
     if plan is None:
         return
-    with _open_for_loading(db, plan.buffer_pool_bytes) as kg:
+    with open_for_loading(db, plan.buffer_pool_bytes) as kg:
         kg.record_source("wikidata", paths, "--lang", lang, "--ranks", ranks, "--format", fmt,
                         *(["--qualifiers"] if qualifiers else []))
         report = load_wikidata(kg, paths, langs=lang.split(","), ranks=ranks, qualifiers=qualifiers, format=fmt,

@@ -9,14 +9,20 @@ run before the database starts its threads), and ``malloc_trim(0)`` after
 each write, which hands the free heap pages back. Both are no-ops where the C
 library is not glibc. Arrow's default allocator (mimalloc) keeps what the
 writer's tables freed; the system allocator hands it back at the same trim.
-The effect is in docs/architecture.md (the write path).
+:func:`open_for_loading` sets both up and opens the store, for `localkg load`
+and for a program that loads alike. The effect is in docs/architecture.md
+(the write path).
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from localkg.store.kg import KG
 
 ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's malloc.h
@@ -50,3 +56,14 @@ def return_free_memory() -> None:
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def open_for_loading(path: str | Path, buffer_pool_bytes: int) -> "KG":
+    """The store at ``path`` (made when missing), opened for a bulk load with the load's own
+    buffer pool: malloc arenas capped before Kùzu starts its threads, and Arrow on the system
+    allocator, so that :func:`return_free_memory` after each write hands the freed memory back."""
+    from localkg.store.kg import KG
+
+    limit_allocator_arenas()
+    arrow_uses_system_allocator()
+    return KG.open(path, create=True, buffer_pool_bytes=buffer_pool_bytes)

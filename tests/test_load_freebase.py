@@ -307,6 +307,23 @@ def test_cli_load_opens_the_database_with_the_loads_pool_capped_arenas_and_syste
         assert memory.limit_allocator_arenas() and memory._glibc() is not None
 
 
+def test_a_program_opens_its_store_for_loading_as_the_cli_does(tmp_path: Path) -> None:
+    """`localkg load` opens its store with the library's ``open_for_loading``, so a program that
+    loads gets the same set-up: Arrow on the system allocator (glibc's arenas capped before Kùzu
+    starts) and the load's own buffer pool."""
+    import pyarrow as pa
+
+    from localkg.loaders.memory import open_for_loading
+
+    arrow_pool = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        with open_for_loading(tmp_path / "db", 96 << 20) as kg:
+            assert pa.default_memory_pool().backend_name == "system" and kg.buffer_pool_bytes == 96 << 20
+    finally:
+        pa.set_memory_pool(arrow_pool)
+
+
 @pytest.mark.parametrize("name", ["localkg.loaders.ntriples", "localkg.loaders.freebase"])
 def test_docstring_examples(name: str) -> None:
     import doctest
