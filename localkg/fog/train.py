@@ -31,12 +31,12 @@ from localkg.fog.supervision import SupervisionLimits, build_example
 from localkg.store.kg import KG
 from localkg.training.checkpoints import check_writable
 from localkg.training.device import pick_device
-from localkg.training.loop import EpochReport, run_epochs, seeded, split_held_out
+from localkg.training.loop import EpochReport, RunSettings, run_epochs, seeded, split_held_out
 
 
 @dataclass
-class TrainConfig:
-    """Hyperparameters (paper defaults) and run settings."""
+class TrainConfig(RunSettings):
+    """Hyperparameters (paper defaults) beside the run settings."""
 
     epochs: int = 5
     lr: float = 1e-3  # the paper: 1e-5 (see the module docstring)
@@ -45,11 +45,8 @@ class TrainConfig:
     batch_size: int = 16
     hidden: int = 128
     feedback_layers: int = 1
-    validation: float = 0.1
-    seed: int = 0
     tau_e: float = 0.1
     tau_p: float = 0.7
-    device: str | None = None
 
 
 @dataclass

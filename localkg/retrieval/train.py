@@ -38,23 +38,22 @@ from localkg.retrieval.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
 from localkg.training.checkpoints import check_writable
 from localkg.training.device import pick_device
-from localkg.training.loop import EpochReport, run_epochs, seeded, split_held_out
+from localkg.training.loop import EpochReport, RunSettings, run_epochs, seeded, split_held_out
 
 
 PAIR_WEIGHT = 3.0  # a user's question-answer pair weighs as much as this many of the store's own questions
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(RunSettings):
+    """Hyperparameters beside the run settings."""
+
     epochs: int = 20
     lr: float = 2e-3
     weight_decay: float = 1e-4
     dropout: float = 0.1
     hidden: int = 256
     batch_size: int = 32
-    validation: float = 0.1
-    seed: int = 0
-    device: str | None = None
 
 
 @dataclass

@@ -21,6 +21,17 @@ Batch = TypeVar("Batch")
 Measured = TypeVar("Measured")
 
 
+@dataclass
+class RunSettings:
+    """What both scorers' ``TrainConfig`` tell a run beside their hyperparameters: the share of
+    examples held out (:func:`split_held_out`), the seed (:func:`seeded`) and the torch device
+    (``device.pick_device``: None picks a usable GPU, else the CPU)."""
+
+    validation: float = 0.1
+    seed: int = 0
+    device: str | None = None
+
+
 def seeded(seed: int) -> random.Random:
     """A Python generator for ``seed``, with torch's seeded too, so the same seed trains the same scorer."""
     torch.manual_seed(seed)
