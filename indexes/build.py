@@ -59,6 +59,7 @@ class BuildReport:
     warning: str = ""
 
     def to_json(self) -> dict:
+        """The report as plain data (``index build --json``)."""
         return dict(self.__dict__)
 
     def describe(self) -> str:

@@ -99,6 +99,8 @@ class EntityLinker:
 
     @property
     def embedder(self) -> Embedder:
+        """The encoder questions are embedded with to search the entity index: the one given, else
+        the index's own, loaded on first use; :class:`IndexMissingError` without an index."""
         if self._embedder is None:
             if self.vectors is None:
                 raise IndexMissingError("no entity index: vector candidates need `localkg index build`")

@@ -148,6 +148,7 @@ class VectorIndex:
 
     @classmethod
     def exists(cls, directory: Path) -> bool:
+        """Whether ``directory`` holds a saved index (its meta file), finished or interrupted."""
         return (Path(directory) / META_FILE).is_file()
 
     @classmethod

@@ -26,6 +26,7 @@ from localkg.loaders.attributes import ROLES, attribute_nodes
 from localkg.loaders.ntriples import BadLine, iri
 from localkg.loaders.object_terms import ObjectTerms, literal_nodes
 from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat
+from localkg.loaders.report import LoadReport
 from localkg.loaders.rows import split_rows
 from localkg.store.crashpoints import crash_point
 from localkg.store.model import CVT
@@ -258,8 +259,8 @@ def freebase_format(langs: Sequence[str] = ("en",), filter_path: str | Path | No
 def load_freebase(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] = ("en",),
                   filter_path: str | Path | None = None, resume: bool = False, workers: int | None = None,
                   max_rejects: int | None = None, progress: bool = True, chunk_bytes: int | None = None,
-                  batch_bytes: int | None = None):
-    """Load Freebase RDF dump files into ``kg``; returns a :class:`~localkg.loaders.parallel.LoadReport`.
+                  batch_bytes: int | None = None) -> LoadReport:
+    """Load Freebase RDF dump files into ``kg``; returns a :class:`~localkg.loaders.report.LoadReport`.
 
     ``langs`` orders the name languages (first preferred); ``filter_path`` replaces the default
     predicate filter; ``resume`` continues an interrupted load of the same files and options.

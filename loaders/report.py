@@ -43,13 +43,17 @@ class LoadReport:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LoadReport":
+        """The report a load checkpoint saved (``to_json``), for ``--resume``; keys this version does
+        not know are ignored."""
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 
     def to_json(self) -> dict[str, Any]:
+        """The report as plain data: what ``load --json`` prints and a load checkpoint keeps."""
         return asdict(self)
 
     def add_written(self, counts: "WriteCounts") -> None:
+        """Count what one write added to the store (``GraphWriter.write``'s counts)."""
         self.facts_loaded += counts.facts_added
         self.duplicates += counts.duplicates
         self.nodes_added += counts.nodes_added
@@ -72,6 +76,7 @@ class LoadReport:
                 self.duplicates -= write.counts.facts_added
 
     def add_parsed(self, result: "ChunkResult") -> None:
+        """Count a parsed chunk: its lines and attributes, and what it filtered, skipped or rejected, by reason."""
         self.chunks += 1
         self.lines_read += result.lines
         self.attributes += result.attributes

@@ -25,6 +25,7 @@ from localkg.errors import LoadError
 from localkg.loaders.ntriples import BadLine, Literal, parse_triple
 from localkg.loaders.parallel import Chunk, ChunkResult, DumpFormat, lang_rank, split_lines
 from localkg.loaders.rejects import NUL_REASON, batch_has_nul
+from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import open_binary
 from localkg.loaders.triples import literal_node_id
 from localkg.store.model import CVT, LITERAL
@@ -364,8 +365,8 @@ def detect_format(path: Path) -> str:
 def load_wikidata(kg: Any, paths: Sequence[str | Path], *, langs: Sequence[str] = ("en",), ranks: str = "truthy",
                   qualifiers: bool = False, format: str = "auto", resume: bool = False, workers: int | None = None,
                   max_rejects: int | None = None, progress: bool = True, chunk_bytes: int | None = None,
-                  batch_bytes: int | None = None):
-    """Load Wikidata dump files into ``kg``; returns a :class:`~localkg.loaders.parallel.LoadReport`."""
+                  batch_bytes: int | None = None) -> LoadReport:
+    """Load Wikidata dump files into ``kg``; returns a :class:`~localkg.loaders.report.LoadReport`."""
     from localkg.loaders.parallel import load_dump
 
     fmt = wikidata_format(paths, langs, ranks, qualifiers, format)

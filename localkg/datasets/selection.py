@@ -34,6 +34,7 @@ class TrainingSet:
     exclude_seed: int = 0
 
     def describe(self, counts: list[int]) -> str:
+        """What a checkpoint records it was trained on, given how many questions each file gave."""
         parts = [f"{n} of {Path(f).parent.name}/{Path(f).name}" for f, n in zip(self.files, counts)]
         excluded = (f", excluding the eval sample --sample {self.exclude_sample} --seed {self.exclude_seed}"
                     if self.exclude_sample else "")

@@ -12,6 +12,7 @@ DEFAULT_NAME = Path("fog") / "scorer.pt"
 
 
 def default_checkpoint(db_path: str | Path) -> Path:
+    """The foresight scorer of the store at ``db_path``: beside its graph, so it travels with the store."""
     return Path(db_path) / DEFAULT_NAME
 
 

@@ -76,6 +76,7 @@ class TrainReport:
     device: str = "cpu"
 
     def to_json(self) -> dict[str, Any]:
+        """The report as plain data, each epoch flat (``train fog --json``)."""
         return {**asdict(self), "epochs": [e.to_json() for e in self.epochs]}
 
 

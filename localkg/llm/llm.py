@@ -63,6 +63,7 @@ class LLM(LanguageModel):
 
     @property
     def model_name(self) -> str:
+        """The model file's name: what evaluation runs record as the model."""
         return self.model_path.name
 
     @cached_property
@@ -87,6 +88,7 @@ class LLM(LanguageModel):
         return len(self.engine.tokenize(text))
 
     def prompt_size(self, text: str) -> int:
+        """Tokens of ``text`` framed in the model's prompt style: what it takes of the context window."""
         return len(self.engine.tokenize(self.framing.frame(text)))
 
     def _prompt_tokens(self, step: str, text: str, output_budget: int) -> list[int]:

@@ -62,6 +62,7 @@ class Result:
 
     @property
     def answered(self) -> bool:
+        """Whether the reasoner gave any answer."""
         return bool(self.answers)
 
     @property
@@ -71,10 +72,12 @@ class Result:
 
     @property
     def prompt_tokens(self) -> int:
+        """Prompt tokens of every LLM call made for this question."""
         return sum(int(call.get("prompt_tokens", 0)) for call in self.llm_calls)
 
     @property
     def completion_tokens(self) -> int:
+        """Tokens the LLM generated for this question."""
         return sum(int(call.get("completion_tokens", 0)) for call in self.llm_calls)
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +129,8 @@ class Context:
 
     @property
     def llm(self) -> "LLM":
+        """The LLM (the factory's, else the bundled model), built on first use, so a reasoner that
+        never calls it never loads it."""
         if self._llm is None:
             if self.llm_factory is None:
                 from localkg.llm import LLM
@@ -198,6 +203,7 @@ class Reasoner(ABC):
 
     @property
     def kg(self) -> KG:
+        """The store the reasoner answers from (``context.kg``)."""
         return self.context.kg
 
     def uses(self) -> Uses:
@@ -211,6 +217,7 @@ class Reasoner(ABC):
 
     @property
     def llm(self) -> "LLM":
+        """The context's LLM, built on first use."""
         return self.context.llm
 
     def answer(self, question: str, topic_entities: list[str] | None = None) -> Result:

@@ -12,4 +12,5 @@ DEFAULT_NAME = Path("paths") / "scorer.pt"
 
 
 def default_checkpoint(db_path: str | Path) -> Path:
+    """The path scorer of the store at ``db_path``: beside its graph, so it travels with the store."""
     return Path(db_path) / DEFAULT_NAME

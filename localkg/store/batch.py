@@ -85,11 +85,15 @@ class FactBatch:
         return len(self.heads)
 
     def add_fact(self, head: str, relation: str, tail: str) -> None:
+        """One fact ``head —relation→ tail`` by node ids; its ends become nodes when the batch is
+        written, described or not."""
         self.heads.append(head)
         self.relations.append(relation)
         self.tails.append(tail)
 
     def add_node(self, node_id: str, attributes: NodeAttributes) -> None:
+        """Describe a node; a second description of the same id in this batch is merged into the
+        first (``NodeAttributes.merge``), so a loader may describe a node piece by piece."""
         existing = self.nodes.get(node_id)
         if existing is None:
             self.nodes[node_id] = attributes
@@ -101,9 +105,11 @@ class FactBatch:
         self.add_node(node_id, NodeAttributes(name=name, explicit=explicit, **attributes))
 
     def add_literal(self, node_id: str, value: str, datatype: str = "", lang: str = "") -> None:
+        """A literal node: ``value`` (also its name, so it reads as an answer), its datatype and language tag."""
         self.add_node(node_id, NodeAttributes(name=value, kind=LITERAL, value=value, datatype=datatype, lang=lang))
 
     def add_relation(self, relation_id: str, label: str = "", description: str = "") -> None:
+        """A relation's label and description for the relation catalogue (a later one wins)."""
         self.relation_info[relation_id] = (label, description)
 
     def columns(self) -> "ColumnBatch":

@@ -221,6 +221,8 @@ class KG:
         tmp.replace(target)
 
     def update_manifest(self, **changes: Any) -> None:
+        """Merge ``changes`` into the manifest and write it whole, atomically (a crash leaves the old
+        manifest or the new one, never half of one)."""
         manifest = self.manifest
         manifest.update(changes)
         self._write_manifest(manifest)
@@ -310,6 +312,7 @@ class KG:
                           row[6] or "", row[7] or "", row[8] or "")
 
     def has_node(self, entity: str) -> bool:
+        """Whether the store holds a node with id ``entity``: the check :meth:`node` makes before it raises."""
         return bool(self._logged("has_node", {"entity": entity},
                                  lambda: self.rows("MATCH (n:Node {id: $id}) RETURN n.id", {"id": entity})))
 

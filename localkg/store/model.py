@@ -80,10 +80,12 @@ class Step:
 
     @property
     def source(self) -> Node:
+        """The node this step leaves: the head when walked forward, else the tail."""
         return self.triple.head if self.forward else self.triple.tail
 
     @property
     def target(self) -> Node:
+        """The node this step reaches."""
         return self.triple.tail if self.forward else self.triple.head
 
     @property
@@ -100,14 +102,17 @@ class Path:
 
     @property
     def start(self) -> Node:
+        """The node the walk starts from."""
         return self.steps[0].source
 
     @property
     def end(self) -> Node:
+        """The node the walk ends at (the answer, in a reasoner's evidence)."""
         return self.steps[-1].target
 
     @property
     def relations(self) -> tuple[str, ...]:
+        """Each step's relation, ``⁻¹`` marking one walked backward (``Step.relation_text``)."""
         return tuple(step.relation_text for step in self.steps)
 
     def __len__(self) -> int:
@@ -135,4 +140,5 @@ class Stats:
 
     @property
     def nodes(self) -> int:
+        """Entities, CVTs and literals together."""
         return self.entities + self.cvts + self.literals
