@@ -252,7 +252,9 @@ def _train_demo_scorer(path: Path) -> None:
     from localkg.retrieval.location import default_checkpoint
 
     if default_checkpoint(path).exists():
-        return
+        if _demo_scorer_loads(path):
+            return
+        click.echo("the demo's path scorer was written by another localkg version: training it again", err=True)
     from localkg.retrieval.supervision import SupervisionLimits
     from localkg.retrieval.synthetic import SyntheticLimits
     from localkg.retrieval.train import TrainConfig, train_from_files
@@ -264,6 +266,19 @@ def _train_demo_scorer(path: Path) -> None:
                                   limits=SupervisionLimits(max_hops=2), progress=True,
                                   synthetic=SyntheticLimits(topics_per_relation=DEMO_TOPICS_PER_RELATION))
     click.echo(f"trained on {report.store_questions} questions made from the graph in {report.seconds:.0f} s", err=True)
+
+
+def _demo_scorer_loads(path: Path) -> bool:
+    """Whether the demo store's path scorer loads (one from an older checkpoint format does not)."""
+    from localkg.errors import CheckpointError
+    from localkg.retrieval.checkpoint import load_checkpoint
+    from localkg.retrieval.location import default_checkpoint
+
+    try:
+        load_checkpoint(default_checkpoint(path))
+    except CheckpointError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- evaluation (helper "eval")

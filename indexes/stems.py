@@ -32,6 +32,11 @@ def stem(word: str) -> str:
     return word
 
 
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` that are not function words, casefolded, in order."""
+    return [word for word in (w.casefold() for w in _WORD.findall(text)) if word not in FUNCTION_WORDS]
+
+
 def content_stems(text: str) -> frozenset[str]:
     """The stems of the words of ``text`` that are not function words."""
-    return frozenset(stem(w) for w in _WORD.findall(text) if w.casefold() not in FUNCTION_WORDS)
+    return frozenset(stem(word) for word in content_words(text))

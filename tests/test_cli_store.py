@@ -107,6 +107,16 @@ def test_demo_builds_and_shows_the_evidence(tmp_path: Path) -> None:
     assert "Ginger Rogers —starred_actors⁻¹→" in result.output and "—directed_by→" in result.output
     again = run("demo", "--db", str(tmp_path / "demo"))
     assert again.exit_code == 0 and "training" not in again.output and "learned-paths" in again.output
+    # a scorer in an older checkpoint format (from an earlier localkg) is trained again, not an error
+    import torch
+
+    scorer = tmp_path / "demo" / "paths" / "scorer.pt"
+    payload = torch.load(scorer, weights_only=True)
+    torch.save({**payload, "format": payload["format"] - 1}, scorer)
+    stale = run("demo", "--db", str(tmp_path / "demo"))
+    assert stale.exit_code == 0, stale.output
+    assert "written by another localkg version: training it again" in stale.output
+    assert "(reasoner: learned-paths)" in stale.output and "answer: " in stale.output
 
 
 def test_stats_counts_once(tmp_path: Path, monkeypatch) -> None:

@@ -98,13 +98,38 @@ def test_the_loss_is_the_probability_of_the_positives_together():
         def said(self, relation, stems):
             return 0.0
 
+        def word_match(self, path, question, stems):
+            return 0.0
+
     paths = [(("r0", OUT),), (("r1", OUT),), (("r2", IN),)]
     tensors = _Tensors(Group(0, paths, [True, True, False], True), "q", Vectors(), {}, 1)
     model = PathScorer(ScorerConfig(encoder_dim=4, hidden=8, dropout=0.0)).eval()
     questions = torch.randn(1, 4)
     loss, hits = group_loss(model, questions, Vectors.matrix, [tensors], torch.device("cpu"))
     scores = model(questions, torch.zeros(3, dtype=torch.long), Vectors.matrix, tensors.relations, tensors.backward,
-                   tensors.said, tensors.mask, tensors.types)
+                   tensors.said, tensors.mask, tensors.words, tensors.types)
     probabilities = torch.softmax(scores, dim=0)
     assert loss.item() == pytest.approx(-math.log(probabilities[0].item() + probabilities[1].item()), rel=1e-5)
     assert hits.tolist() == [float(probabilities.argmax().item() < 2)]
+
+
+def test_the_word_match_tells_one_hop_from_two(path_movies, scorer):
+    # "directed" and "acted" each want a hop: the two-hop chain covers the question, one hop does not;
+    # asked for the director alone, the one hop covers it and the chain's extra hop is unmatched
+    from localkg.indexes.stems import content_stems
+    from localkg.retrieval.features import RelationVectors
+
+    vectors = RelationVectors(path_movies, scorer.embedder)
+    films_of = (("starred_actors", IN),)
+    directors_of_films = (("starred_actors", IN), ("directed_by", OUT))
+    directed = (("directed_by", OUT),)
+    vectors.indices(relation for path in (directors_of_films, directed) for relation, _d in path)
+
+    def match(question, path):
+        return vectors.word_match(path, question, content_stems(question))
+
+    two_hops = "who directed the films acted in"
+    assert match(two_hops, directors_of_films) > match(two_hops, films_of)
+    one_hop = "who directed"
+    assert match(one_hop, directed) > match(one_hop, directors_of_films)
+    assert match("", directed) == 0.0

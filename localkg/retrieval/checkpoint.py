@@ -24,7 +24,7 @@ from localkg.retrieval.model import PathScorer, ScorerConfig
 from localkg.store.kg import KG
 from localkg.training.checkpoints import load_model, save_model
 
-FORMAT = 1
+FORMAT = 2  # 2: the score adds the untrained label match (model.label_match)
 TRAIN_COMMAND = "localkg train paths"
 
 

@@ -1,8 +1,16 @@
 """What the path scorer reads: the masked question and each path's hops as tensors.
 
-The encoder is frozen, so every question is embedded once and every relation
-label once (``RelationVectors`` keeps them); training epochs and the
-reasoner's questions then only run the small scorer.
+The encoder is frozen, so every question is embedded once, every relation
+label once and every question word once (``RelationVectors`` keeps them);
+training epochs and the reasoner's questions then only run the small scorer.
+
+Beside the hops, each path gets its word match: how its labels' words and the
+question's content words meet, with no training. Part of it is the share of
+the labels' words the question says; the rest is a coverage of the question by
+the hops, word by word: every hop must be what some question word means, and
+every question word must be meant by some hop. The coverage is what tells "who
+directed the films X acted in" (two hops, directed and acted) from "who
+directed X" (one), where the whole question's vector sits near both paths.
 """
 from __future__ import annotations
 
@@ -11,7 +19,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from localkg.indexes.stems import content_stems
+from localkg.indexes.stems import content_stems, content_words
 
 from localkg.retrieval.walk import RelationPath
 from localkg.store.kg import KG
@@ -24,6 +32,16 @@ def question_text(question: str, topic_names: Iterable[str]) -> str:
     return without_mentions(question, topic_names)
 
 
+#: Weights of the word match's parts, against the cosine of the whole question to the path (whose
+#: range is the coverage's): the share said is embed-path's lexical weight.
+SAID_WEIGHT = 0.2
+COVERAGE_WEIGHT = 2.0
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return vector / max(float(np.linalg.norm(vector)), 1e-12)
+
+
 class RelationVectors:
     """The frozen encoder's vector of each relation's readable label, computed on first use."""
 
@@ -33,6 +51,8 @@ class RelationVectors:
         self._index: dict[str, int] = {}
         self._stems: dict[str, frozenset[str]] = {}
         self._vectors: list[np.ndarray] = []
+        self._units: list[np.ndarray] = []
+        self._words: dict[str, np.ndarray] = {}
         self._matrix: torch.Tensor | None = None
 
     def indices(self, relations: Iterable[str]) -> list[int]:
@@ -45,13 +65,40 @@ class RelationVectors:
                 self._stems[relation] = content_stems(text)
                 self._index[relation] = len(self._vectors)
                 self._vectors.append(vector)
+                self._units.append(_unit(vector))
             self._matrix = None
         return [self._index[r] for r in relations]
+
+    def embed_words(self, questions: Iterable[str]) -> None:
+        """Embed the content words of ``questions`` not embedded yet, in one batch (training
+        calls it once for all its questions; the reasoner lets :meth:`coverage` do it)."""
+        missing = list(dict.fromkeys(w for q in questions for w in content_words(q) if w not in self._words))
+        if missing:
+            for word, vector in zip(missing, self.embedder.encode(missing)):
+                self._words[word] = _unit(vector)
+
+    def coverage(self, rows: Sequence[int], question: str) -> float:
+        """How well the hops (``rows`` of :attr:`matrix`) and the question's content words cover
+        each other: the lower of the mean best cosine of each hop to a word and of each word to
+        a hop (0 for a question with no content word)."""
+        words = content_words(question)
+        if not words:
+            return 0.0
+        self.embed_words([question])
+        similarity = np.stack([self._words[w] for w in words]) @ np.stack([self._units[r] for r in rows]).T
+        return float(min(similarity.max(axis=0).mean(), similarity.max(axis=1).mean()))
 
     def said(self, relation: str, question_stems: frozenset[str]) -> float:
         """The share of ``relation``'s label words (stems) that the question says."""
         stems = self._stems[relation]
         return len(stems & question_stems) / len(stems) if stems else 0.0
+
+    def word_match(self, path: RelationPath, question: str, question_stems: frozenset[str]) -> float:
+        """``path``'s word match to the question (see the module docstring)."""
+        stems = frozenset().union(*(self._stems[relation] for relation, _direction in path))
+        said = len(stems & question_stems) / len(stems) if stems else 0.0
+        rows = list(dict.fromkeys(self._index[relation] for relation, _direction in path))
+        return SAID_WEIGHT * said + COVERAGE_WEIGHT * self.coverage(rows, question)
 
     @property
     def matrix(self) -> torch.Tensor:
@@ -60,18 +107,20 @@ class RelationVectors:
         return self._matrix
 
 
-PathTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+PathTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def path_tensors(paths: Sequence[RelationPath], question: str, vectors: RelationVectors,
                  types: dict[RelationPath, int], hops: int | None = None) -> PathTensors:
     """(relation index, walked backwards, share of the label the question says, hop exists)
-    tensors of shape (len(paths), hops), and each path's row in ``types`` (0: not in it)."""
+    tensors of shape (len(paths), hops), each path's word match to the question, and each
+    path's row in ``types`` (0: not in it)."""
     width = hops or max((len(p) for p in paths), default=1)
     relations = torch.zeros((len(paths), width), dtype=torch.long)
     backward = torch.zeros((len(paths), width), dtype=torch.bool)
     said = torch.zeros((len(paths), width), dtype=torch.float32)
     mask = torch.zeros((len(paths), width), dtype=torch.bool)
+    words = torch.zeros(len(paths), dtype=torch.float32)
     rows = vectors.indices(relation for path in paths for relation, _direction in path)
     question_stems = content_stems(question)
     position = 0
@@ -82,4 +131,5 @@ def path_tensors(paths: Sequence[RelationPath], question: str, vectors: Relation
             said[row, column] = vectors.said(relation, question_stems)
             mask[row, column] = True
             position += 1
-    return relations, backward, said, mask, torch.tensor([types.get(path, 0) for path in paths], dtype=torch.long)
+        words[row] = vectors.word_match(path, question, question_stems)
+    return relations, backward, said, mask, words, torch.tensor([types.get(path, 0) for path in paths], dtype=torch.long)

@@ -10,7 +10,10 @@ says ("place of death" is not ``cause_of_death``), its direction and its
 position (first, last, both or neither), put through a small MLP; the hops' vectors are summed. A chain seen
 among the positives in training also has a vector of its own, added to that
 sum (the "path type" a classifier would learn; unseen chains have none). The
-score is the dot product of the projected question and the path vector. A per-hop MLP, not a plain sum of hop
+learned score is the dot product of the projected question and the path vector; to it is added,
+with a learned weight, ``label_match``, which needs no training: the cosine of the question to
+the path's labels and their word match (``features``), so that a chain length or wording the
+training never showed still scores by what its labels mean. A per-hop MLP, not a plain sum of hop
 embeddings, because the order matters: ``starred_actors⁻¹ / directed_by``
 (the directors of X's films) and ``directed_by⁻¹ / starred_actors`` (the
 actors of X's films) have the same hops in another order.
@@ -25,6 +28,10 @@ from torch import nn
 #: Hop position features: is it the first hop, is it the last (a one-hop path's is both; a
 #: middle hop is neither).
 POSITIONS = 2
+#: The untrained label match (``label_match``) has embed-path's depth penalty; its weight in the
+#: score starts where a 0.1 better match is worth e² in odds.
+DEPTH_PENALTY = 0.05
+PRIOR_WEIGHT = 20.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class PathScorer(nn.Module):
                                  nn.Dropout(config.dropout), nn.Linear(hidden, hidden))
         self.path = nn.Sequential(nn.GELU(), nn.Linear(hidden, hidden))
         self.types = nn.Embedding(config.path_types + 1, hidden, padding_idx=0)  # row 0: a chain not seen
+        self.prior_weight = nn.Parameter(torch.tensor(PRIOR_WEIGHT))
 
     def encode_paths(self, questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,
                      backward: torch.Tensor, said: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -68,9 +76,24 @@ class PathScorer(nn.Module):
 
     def forward(self, questions: torch.Tensor, owner: torch.Tensor, relation_vectors: torch.Tensor,
                 relations: torch.Tensor, backward: torch.Tensor, said: torch.Tensor, mask: torch.Tensor,
-                types: torch.Tensor) -> torch.Tensor:
+                words: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
         """One score per path; ``owner`` says which row of ``questions`` each path belongs to,
-        ``types`` which seen chain it is (0: none)."""
-        paths = self.encode_paths(questions[owner], relation_vectors, relations, backward, said, mask)
+        ``words`` the path's word match (``features.path_tensors``), ``types`` which seen chain
+        it is (0: none)."""
+        own = questions[owner]
+        paths = self.encode_paths(own, relation_vectors, relations, backward, said, mask)
         paths = paths + self.types(types)
-        return (self.question(questions)[owner] * paths).sum(dim=-1) / self.config.hidden ** 0.5
+        learned = (self.question(questions)[owner] * paths).sum(dim=-1) / self.config.hidden ** 0.5
+        return learned + self.prior_weight * label_match(own, relation_vectors, relations, mask, words)
+
+
+def label_match(questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,
+                mask: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    """The untrained match of each path to its question: the cosine of the question to the sum
+    of the path's label vectors (a relation walked there and back counted once), as
+    ``embed-path`` ranks paths, plus its word match, less a little per hop beyond the first."""
+    once = mask.clone()
+    once[:, 1:] &= relations[:, 1:] != relations[:, :-1]
+    bag = (relation_vectors[relations] * once.unsqueeze(-1).float()).sum(dim=1)
+    cosine = nn.functional.cosine_similarity(bag, questions, dim=-1)
+    return cosine + words - DEPTH_PENALTY * (mask.sum(dim=1) - 1).float()

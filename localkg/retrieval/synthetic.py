@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -20,12 +21,11 @@ from typing import Iterator, Sequence
 from tqdm import tqdm
 
 from localkg.datasets.questions import Question
-from localkg.retrieval.supervision import Supervision, SupervisionLimits, answer_f1, gold_keys, label_question, \
-    labelled_paths
+from localkg.retrieval.supervision import Supervision, SupervisionLimits, answer_f1, label_question, labelled_paths
 from localkg.retrieval.walk import Hop, PathWalker, RelationPath
 from localkg.store.kg import KG
 from localkg.store.model import ENTITY, IN, OUT, Node
-from localkg.text import readable_relation
+from localkg.text import gold_keys, readable_relation
 
 SOURCE = "synthetic"
 _TRIES = 4  # next hops tried per step of a walk
@@ -47,15 +47,42 @@ class SyntheticLimits:
 
 
 # A path is said as a noun phrase grown hop by hop from the topic's name; a question asks for it.
+# Every label gets the generic phrasings; a label shaped like a verb phrase ("directed by",
+# "has genre", "in language") also gets the ones English grammar gives that shape.
 _FORWARD = ("the {label} of {inner}", "{inner}'s {label}")
 _BACKWARD = ("what has {inner} as {label}", "the things whose {label} is {inner}", "that which has {label} {inner}")
+_SHAPED = (  # (label prefix, label suffix, forward phrasings, backward phrasings); {rest}: the label without them
+    ("", " by", ("the one {inner} was {label}", "whoever {inner} was {label}"), ("the things {label} {inner}",)),
+    ("has ", "", ("the {rest} {inner} has", "the {rest} that {inner} has"), ("the things that have {rest} {inner}",)),
+    ("in ", "", ("the {rest} {inner} is in",), ("the things {label} {inner}",)),
+)
 _SHARED = {OUT: ("the others with the same {label} as {inner}", "the things that share {inner}'s {label}"),
            IN: ("the other {label} of the things {inner} is {label} of",
                 "the others that are {label} of something {inner} is {label} of")}
 _ASK = ("what is {phrase}?", "which are {phrase}?", "{phrase}?", "name {phrase}.", "tell me {phrase}")
+_ASK_ENTITY = ("who is {phrase}?", "who are {phrase}?", "what are {phrase}?")  # answers that are things or people
+_ASK_DATE = ("when is {phrase}?", "when was {phrase}?")  # answers that are all years or dates
+_DATE = re.compile(r"^-?\d{1,4}(-\d\d(-\d\d)?)?(T.*)?$")
 _CONJUNCTIVE = ("what has {a} and {b}?", "which is {a} and also {b}?")
 _CONDITION_FORWARD = "{label} {name}"  # the answer's own fact, said as a condition on the answer
 _CONDITION_BACKWARD = "is the {label} of {name}"
+
+
+def phrasings(label: str, direction: str) -> tuple[str, ...]:
+    """The noun-phrase templates (``{inner}``: the phrase so far) for one hop of ``label``."""
+    found = _FORWARD if direction == OUT else _BACKWARD
+    for prefix, suffix, forward, backward in _SHAPED:
+        rest = label[len(prefix):len(label) - len(suffix)]
+        if label.startswith(prefix) and label.endswith(suffix) and rest.strip():
+            found += tuple(t.replace("{rest}", rest) for t in (forward if direction == OUT else backward))
+    return found
+
+
+def ask_templates(answers: Sequence[str]) -> tuple[str, ...]:
+    """How a question may ask for ``answers`` (their names): the generic frames, and "when" for
+    dates and years, "who"/"what are" for anything else."""
+    dated = bool(answers) and all(_DATE.match(name.strip()) for name in answers)
+    return _ASK + (_ASK_DATE if dated else _ASK_ENTITY)
 
 
 class Verbaliser:
@@ -65,7 +92,7 @@ class Verbaliser:
         self.labels = {relation: readable_relation(label) for relation, label, _d, _n in kg.relation_catalogue()}
         self.rng = rng
 
-    def chain(self, topic_name: str, path: RelationPath) -> str:
+    def chain(self, topic_name: str, path: RelationPath, answers: Sequence[str] = ()) -> str:
         phrase, hop = topic_name, 0
         while hop < len(path):
             relation, direction = path[hop]
@@ -75,10 +102,9 @@ class Verbaliser:
                 phrase = self.rng.choice(_SHARED[direction]).format(label=label, inner=phrase)
                 hop += 2
                 continue
-            template = self.rng.choice(_FORWARD if direction == OUT else _BACKWARD)
-            phrase = template.format(label=label, inner=phrase)
+            phrase = self.rng.choice(phrasings(label, direction)).format(label=label, inner=phrase)
             hop += 1
-        return self.rng.choice(_ASK).format(phrase=phrase)
+        return self.rng.choice(ask_templates(answers)).format(phrase=phrase)
 
     def conjunction(self, first: tuple[str, Hop], second: tuple[str, Hop]) -> str:
         conditions = []
@@ -149,7 +175,8 @@ def _chains(walker: PathWalker, verbaliser: Verbaliser, topic: Node, first: Hop,
     candidates = list(dict.fromkeys(walker.enumerate(topic.id, limits.max_hops, limits.max_paths) + chosen))
     reached = [walker.ends(topic.id, candidate).values() for candidate in candidates]
     for path in chosen:
-        question = _question(verbaliser.chain(topic.name, path), [topic], walker.ends(topic.id, path).values(), path)
+        ends = list(walker.ends(topic.id, path).values())
+        question = _question(verbaliser.chain(topic.name, path, [node.name for node in ends]), [topic], ends, path)
         gold = gold_keys(question.answers)
         supervision = labelled_paths([(topic.id, candidates)], [[answer_f1(ends, gold) for ends in reached]])
         if supervision is not None:
@@ -175,23 +202,24 @@ def _conjunctive(walker: PathWalker, verbaliser: Verbaliser, topic: Node, first:
     own = walker.ends(topic.id, (first,))
     if len(own) < 2:
         return None
-    answer = rng.choice(list(own))
-    second_hops = [hop for hop in walker.extensions(answer, ()) if hop[0] != first[0]]
-    rng.shuffle(second_hops)
-    for relation, direction in second_hops[:_TRIES]:
-        others = [node for node in walker.ends(answer, ((relation, direction),)).values()
-                  if node.kind == ENTITY and node.name and node.id != topic.id]
-        if not others:
-            continue
-        second = rng.choice(others)
-        back = (relation, IN if direction == OUT else OUT)  # walked from the second topic to the answer
-        theirs = walker.ends(second.id, (back,))
-        shared = {node_id: node for node_id, node in own.items() if node_id in theirs}
-        if 0 < len(shared) < min(len(own), len(theirs)) and len(shared) <= limits.max_answers:
-            text = verbaliser.conjunction((topic.name, first), (second.name, back))
-            question = _question(text, [topic, second], shared.values(), (first, back))
-            supervision = label_question(walker, [topic.id, second.id], question.answers, SupervisionLimits(max_hops=1))
-            return (question, supervision) if supervision is not None else None
+    for answer in rng.sample(sorted(own), min(_TRIES, len(own))):  # sorted: the same draw every run
+        second_hops = sorted(hop for hop in walker.extensions(answer, ()) if hop[0] != first[0])
+        rng.shuffle(second_hops)
+        for relation, direction in second_hops[:_TRIES]:
+            others = sorted((node for node in walker.ends(answer, ((relation, direction),)).values()
+                             if node.kind == ENTITY and node.name and node.id != topic.id), key=lambda node: node.id)
+            if not others:
+                continue
+            second = rng.choice(others)
+            back = (relation, IN if direction == OUT else OUT)  # walked from the second topic to the answer
+            theirs = walker.ends(second.id, (back,))
+            shared = {node_id: node for node_id, node in own.items() if node_id in theirs}
+            if 0 < len(shared) < min(len(own), len(theirs)) and len(shared) <= limits.max_answers:
+                text = verbaliser.conjunction((topic.name, first), (second.name, back))
+                question = _question(text, [topic, second], shared.values(), (first, back))
+                supervision = label_question(walker, [topic.id, second.id], question.answers,
+                                             SupervisionLimits(max_hops=1))
+                return (question, supervision) if supervision is not None else None
     return None
 
 

@@ -200,7 +200,7 @@ class _Tensors:
     def __init__(self, group: Group, text: str, vectors: RelationVectors, types: dict[RelationPath, int],
                  hops: int, weight: float = 1.0):
         self.question = group.question
-        self.relations, self.backward, self.said, self.mask, self.types = path_tensors(
+        self.relations, self.backward, self.said, self.mask, self.words, self.types = path_tensors(
             group.paths, text, vectors, types, hops)
         self.positive = torch.tensor(group.positive, dtype=torch.bool)
         self.full = group.full
@@ -217,9 +217,10 @@ def group_loss(model: PathScorer, questions: torch.Tensor, relation_matrix: torc
     backward = torch.cat([g.backward for g in batch]).to(device)
     said = torch.cat([g.said for g in batch]).to(device)
     mask = torch.cat([g.mask for g in batch]).to(device)
+    words = torch.cat([g.words for g in batch]).to(device)
     types = torch.cat([g.types for g in batch]).to(device)
     positives = torch.cat([g.positive for g in batch]).to(device)
-    scores = model(questions, owner, relation_matrix, relations, backward, said, mask, types)
+    scores = model(questions, owner, relation_matrix, relations, backward, said, mask, words, types)
     count = len(batch)
     top = _group_max(scores, group, count)
     positive_scores = scores.masked_fill(~positives, -math.inf)
@@ -262,6 +263,7 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
              for question, supervision in labelled]
     questions = torch.from_numpy(np.ascontiguousarray(embedder.encode(texts, progress=progress))).to(device)
     vectors = RelationVectors(kg, embedder)
+    vectors.embed_words(texts)
     hops = max(len(path) for _q, s in labelled for topic in s.topics for path in topic.paths)
     groups = [(index, group) for index, (_question, supervision) in enumerate(labelled)
               for group in groups_of(index, supervision)]
