@@ -116,3 +116,20 @@ def test_opaque_relation_ids_are_said_by_their_labels(tmp_path: Path, style: str
         assert "directed by" in said and "starring" in said and "film.film" not in said
     else:
         assert "cast member" in said and "director" in said and "P161" not in said and "P57" not in said
+
+
+def test_a_label_is_said_as_its_grammatical_shape_allows() -> None:
+    # "directed by" is a passive verb: "the one X was directed by"; "has genre": "the genre X has";
+    # a plain noun label gets the generic phrasings only; "when" asks only for dates and years
+    from localkg.retrieval.synthetic import ask_templates, phrasings
+
+    def said(label, direction):
+        return {template.format(label=label, inner="X") for template in phrasings(label, direction)}
+
+    assert "the one X was directed by" in said("directed by", OUT)
+    assert "the things directed by X" in said("directed by", IN)
+    assert "the genre X has" in said("has genre", OUT)
+    assert said("capital", OUT) == {"the capital of X", "X's capital"}
+    assert any(t.startswith("when") for t in ask_templates(["1958", "1960-05-01"]))
+    assert not any(t.startswith("when") for t in ask_templates(["1958", "Alfred Hitchcock"]))
+    assert any(t.startswith("who") for t in ask_templates(["Alfred Hitchcock"]))

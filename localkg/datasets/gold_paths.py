@@ -2,12 +2,12 @@
 along, and what the path scorer's supervision is checked against."""
 from __future__ import annotations
 
-from localkg.datasets.metaqa import RelationStep, metaqa_relation_path
+from localkg.datasets.metaqa import metaqa_relation_path
 from localkg.datasets.questions import Question
-from localkg.store.model import OUT
+from localkg.store.model import OUT, Hop
 
 
-def gold_relation_paths(question: Question) -> list[list[RelationStep]] | None:
+def gold_relation_paths(question: Question) -> list[list[Hop]] | None:
     """The dataset's own gold path from each of ``question``'s topic entities, in their order, as
     (relation, direction walked) steps; None when the dataset names none.
 

@@ -3,7 +3,7 @@ the dataset names no path, but every question type is a walk through films."""
 from __future__ import annotations
 
 from localkg.errors import TrainingDataError
-from localkg.store.model import IN, OUT
+from localkg.store.model import IN, OUT, Hop
 
 #: MetaQA's question-type words → the KB relation that links a film to that kind of thing.
 METAQA_RELATIONS = {
@@ -19,10 +19,7 @@ METAQA_RELATIONS = {
     "imdbvotes": "has_imdb_votes",
 }
 
-RelationStep = tuple[str, str]  # (relation, direction walked: out = head→tail, in = tail→head)
-
-
-def metaqa_relation_path(qtype: str) -> list[RelationStep]:
+def metaqa_relation_path(qtype: str) -> list[Hop]:
     """``actor_to_movie_to_year`` → [(starred_actors, in), (release_year, out)]."""
     kinds = qtype.split("_to_")
     steps = []

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from localkg.datasets import gold_relation_paths
-from localkg.datasets.metaqa import RelationStep
 from localkg.errors import TrainingDataError
 from localkg.fog.features import QuestionGraph, TripleKey, bfs_levels, triple_key
 from localkg.store.kg import KG
-from localkg.store.model import OUT, Node, Triple
+from localkg.store.model import OUT, Hop, Node, Triple
 from localkg.text import gold_keys, normalise_answer, without_mentions
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class SupervisionLimits:
     context_frontier: int = 3
 
 
-def gold_walks(question: Any, topics: Sequence[str]) -> list[tuple[str, list[RelationStep]]]:
+def gold_walks(question: Any, topics: Sequence[str]) -> list[tuple[str, list[Hop]]]:
     """(topic id, gold relation path) pairs to walk for ``question`` (dataset ``Question``) and its
     resolved topic ids; raises :class:`TrainingDataError` when the dataset gives no gold path."""
     paths = gold_relation_paths(question)
@@ -50,7 +49,7 @@ def gold_walks(question: Any, topics: Sequence[str]) -> list[tuple[str, list[Rel
     return list(zip(topics, paths))
 
 
-def _step_triples(kg: KG, node: Node, step: RelationStep, limit: int) -> list[Triple]:
+def _step_triples(kg: KG, node: Node, step: Hop, limit: int) -> list[Triple]:
     relation, direction = step
     found = kg.neighbors(node.id, relation, direction, limit=limit)
     if direction == OUT:
@@ -58,7 +57,7 @@ def _step_triples(kg: KG, node: Node, step: RelationStep, limit: int) -> list[Tr
     return [Triple(other, relation, node) for other in found]
 
 
-def gold_triples(kg: KG, topic: str, path: Sequence[RelationStep], answers: set[str],
+def gold_triples(kg: KG, topic: str, path: Sequence[Hop], answers: set[str],
                  limits: SupervisionLimits, rng: random.Random) -> list[Triple]:
     """Triples on walks from ``topic`` along ``path`` that end in a gold answer.
 

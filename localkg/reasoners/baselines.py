@@ -19,7 +19,7 @@ from typing import Any
 from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, register
 from localkg.reasoners.common import split_answers
-from localkg.reasoners.relation_paths import RelationPath, rank_relation_paths
+from localkg.reasoners.relation_paths import RankedPath, rank_relation_paths
 from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
 from localkg.reasoners.settings import NonNegativeFloat, PositiveInt
 from localkg.store.model import Node
@@ -107,7 +107,7 @@ class EmbedPathReasoner(Reasoner):
         self.relations = RelationRanking(context, self.settings.relations)
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
-        best: list[RelationPath] = []
+        best: list[RankedPath] = []
         for topic in topics:
             paths = rank_relation_paths(self.kg, self.relations, question, topic,
                                         max_depth=self.settings.max_depth, beam=self.settings.beam,
@@ -129,7 +129,7 @@ class EmbedPathReasoner(Reasoner):
             result.notes.append(f"relation path from {path.topic}: {path} (similarity {path.similarity:.3f})")
 
 
-def _common_tails(paths: list[RelationPath]) -> list[Node]:
+def _common_tails(paths: list[RankedPath]) -> list[Node]:
     """Nodes at the end of every path, in the order of the best path (empty for one path)."""
     if len(paths) < 2:
         return []

@@ -27,9 +27,9 @@ from localkg.errors import PromptTooLongError
 from localkg.reasoners.base import Answer, Reasoner, Result, register, skipped_call
 from localkg.reasoners.common import (DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter, split_answers,
                                      triple_words)
-from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
+from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
 from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
-from localkg.store.model import OUT, Node, Path, Step, Triple
+from localkg.store.model import OUT, Node, Path, RelationPath, Step, Triple
 from localkg.text import readable_relation, without_mentions
 
 PROMPTS = "dtkg"
@@ -142,7 +142,7 @@ class DTKGReasoner(Reasoner):
 
     # ------------------------------------------------------------------ shared scoring
     def hybrid_scores(self, query: str, texts: list[str], rerank_prompt: str, step: str,
-                      result: Result, chains: Sequence[Chain] | None = None) -> list[tuple[int, float]]:
+                      result: Result, chains: Sequence[RelationPath] | None = None) -> list[tuple[int, float]]:
         """Two-stage scores of ``texts``: cosine top ``top_n`` (for relation ``chains`` with
         ``relations=trained``, the trained scorer's), the LLM re-scores the best ``rerank_k``,
         combined as ``alpha·rerank + (1-alpha)·cos``; (index, score) best first."""
@@ -163,7 +163,7 @@ class DTKGReasoner(Reasoner):
         combined = [(index, alpha * r + (1 - alpha) * max(0.0, cos)) for (index, cos), r in zip(ranked, rerank)]
         return sorted(combined, key=lambda pair: -pair[1])
 
-    def first_stage(self, query: str, texts: list[str], chains: Sequence[Chain] | None) -> list[tuple[int, float]]:
+    def first_stage(self, query: str, texts: list[str], chains: Sequence[RelationPath] | None) -> list[tuple[int, float]]:
         """The ``top_n`` best of ``texts`` by cosine, or of ``chains`` by the trained scorer, its
         logits as probabilities over the candidates (so ``theta`` and ``alpha`` keep a [0, 1] scale)."""
         if chains is None or self.relations.mode == "embed":

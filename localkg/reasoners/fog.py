@@ -34,9 +34,9 @@ from localkg.fog.location import checkpoint_location
 from localkg.fog.scoring import SimilarityTripleScorer, TrainedTripleScorer, TripleScorer
 from localkg.reasoners.base import Answer, Reasoner, Result, Uses, register, skipped_call
 from localkg.reasoners.common import DEFAULT_RELATION_FILTER, AnswerSource, node_of, relation_filter
-from localkg.reasoners.relation_ranking import Chain, RelationRanking, RelationsMode
+from localkg.reasoners.relation_ranking import RelationRanking, RelationsMode
 from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
-from localkg.store.model import IN, OUT, Node, Path, Step, Triple
+from localkg.store.model import IN, OUT, Node, Path, RelationPath, Step, Triple
 from localkg.text import without_mentions
 
 PROMPTS = "fog"
@@ -91,7 +91,7 @@ class FoGReasonerSettings:
     relations: RelationsMode = "auto"  # trained: triples score as the chains that reach them (ChainTripleScorer)
 
 
-def reaching_chain(triple: Triple, chains: dict[str, Chain], levels: dict[str, int]) -> Chain:
+def reaching_chain(triple: Triple, chains: dict[str, RelationPath], levels: dict[str, int]) -> RelationPath:
     """The relation chain from a source through ``triple``: the chain of its nearer reached end
     (the lower level) plus its own hop, read away from that end."""
     head, tail = triple.head.id, triple.tail.id
@@ -101,8 +101,20 @@ def reaching_chain(triple: Triple, chains: dict[str, Chain], levels: dict[str, i
     return chains.get(tail, ()) + ((triple.relation, IN),)
 
 
+def _best_through(chains: Sequence[RelationPath], scores: np.ndarray) -> np.ndarray:
+    """Each chain's score raised to the best of the chains scored with it that go on from it: the
+    first hop of "who directed the films X acted in" is as good as the two-hop chain it starts,
+    though as a chain of its own (X's films) it answers another question."""
+    best: dict[RelationPath, float] = {}
+    for chain, score in zip(chains, map(float, scores)):
+        for end in range(1, len(chain) + 1):
+            best[chain[:end]] = max(best.get(chain[:end], -np.inf), score)
+    return np.array([best[chain] for chain in chains], dtype=np.float32)
+
+
 class ChainTripleScorer:
-    """``relations=trained``: a triple scores as the relation chain that reaches it, by the trained
+    """``relations=trained``: a triple scores as the best relation chain through it (the one that
+    reaches it, or one scored with it that goes on from there), by the trained
     path scorer, relative to the best triple scored together (``exp(s - max s)``, so ``tau_e``
     keeps chains within ln 10 of the best and ``tau_p`` within 0.36). The path scorer compares
     chains across depths, so ``refined`` is the same pass over the whole subgraph; it says
@@ -110,7 +122,7 @@ class ChainTripleScorer:
 
     description = "trained path scorer: each triple scores as the relation chain that reaches it"
 
-    def __init__(self, relations: RelationRanking, query: str, chains: dict[str, Chain]):
+    def __init__(self, relations: RelationRanking, query: str, chains: dict[str, RelationPath]):
         self.relations = relations
         self.query = query
         self.chains = chains
@@ -120,7 +132,8 @@ class ChainTripleScorer:
             return np.zeros(0, dtype=np.float32)
         chains = [reaching_chain(triple, self.chains, levels) for triple in triples]
         scores = self.relations.chain_scores(self.query, chains, [tuple(r for r, _d in c) for c in chains])
-        return np.exp(scores - scores.max()).astype(np.float32)
+        through = _best_through(chains, scores)
+        return np.exp(through - through.max()).astype(np.float32)
 
     refined = initial
 
@@ -162,7 +175,7 @@ class FoGReasoner(Reasoner):
         path = self.checkpoint_path()
         return path if path is not None and (path.is_file() or self.settings.checkpoint) else None
 
-    def triple_scorer(self, question: str, topics: Sequence[str], chains: dict[str, Chain]) -> TripleScorer:
+    def triple_scorer(self, question: str, topics: Sequence[str], chains: dict[str, RelationPath]) -> TripleScorer:
         """With ``relations=trained`` the path scorer over the chains the expansion records
         (``chains``); else the trained foresight scorer when its checkpoint exists (loaded once),
         else the similarity fallback.
@@ -183,7 +196,7 @@ class FoGReasoner(Reasoner):
 
     # ------------------------------------------------------------------ the method
     def solve(self, question: str, topics: list[str], result: Result) -> None:
-        chains: dict[str, Chain] = {t: () for t in topics}  # the chain that first reached each node
+        chains: dict[str, RelationPath] = {t: () for t in topics}  # the chain that first reached each node
         scorer = self.triple_scorer(question, topics, chains)
         result.notes.append(f"scores: {scorer.description}")
         sources = {t: node_of(self.kg, t) for t in topics}
@@ -262,7 +275,7 @@ class FoGReasoner(Reasoner):
         return subs
 
     def expand(self, scorer: TripleScorer, questions: list[str], sources: dict[str, Node], memory: list[Triple],
-               excluded: set[TripleKey], chains: dict[str, Chain]) -> Expansion:
+               excluded: set[TripleKey], chains: dict[str, RelationPath]) -> Expansion:
         """Layered BFS from the sources and the memory's nodes (at their distance from the sources):
         keep incident triples whose initial score exceeds ``tau_e``. ``levels`` cover the memory too,
         so the refined pass sees the memory paths the new triples continue; ``chains`` gains the

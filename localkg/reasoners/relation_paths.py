@@ -15,12 +15,12 @@ import numpy as np
 from localkg.indexes.stems import content_stems
 from localkg.reasoners.common import node_of
 from localkg.store.kg import KG
-from localkg.store.model import OUT, Node, Path, Step, Triple
+from localkg.store.model import OUT, Node, Path, RelationPath, Step, Triple
 from localkg.text import readable_relation, without_mentions
 
 
 @dataclass(frozen=True)
-class RelationPath:
+class RankedPath:
     """A relation path from a topic entity, how well it matches the question, and where it leads.
 
     ``steps`` are (relation, direction) pairs walked from the topic (``out``: along the fact,
@@ -29,7 +29,7 @@ class RelationPath:
     """
 
     topic: str
-    steps: tuple[tuple[str, str], ...]
+    steps: RelationPath
     text: str
     similarity: float
     score: float
@@ -51,7 +51,7 @@ class _Reach:
 
 @dataclass
 class _Beam:
-    steps: tuple[tuple[str, str], ...]
+    steps: RelationPath
     labels: tuple[str, ...]
     frontier: dict[str, _Reach]
     similarity: float = 0.0
@@ -60,7 +60,7 @@ class _Beam:
 
 def rank_relation_paths(kg: KG, ranking: Any, question: str, topic: str, *, max_depth: int = 3, beam: int = 5,
                         max_frontier: int = 50, relation_sample: int = 5, depth_penalty: float = 0.05,
-                        examples: int = 3) -> list[RelationPath]:
+                        examples: int = 3) -> list[RankedPath]:
     """Relation paths of 1..``max_depth`` hops from ``topic``, best first.
 
     Beam search: at each depth every relation at the beam's frontier nodes is a candidate
@@ -160,11 +160,11 @@ def _walk(kg: KG, frontier: dict[str, _Reach], key: tuple[str, str], max_frontie
     return {r.node.id: r for r in best}
 
 
-def _relation_path(topic: str, beam: _Beam, depth_penalty: float, examples: int) -> RelationPath:
+def _relation_path(topic: str, beam: _Beam, depth_penalty: float, examples: int) -> RankedPath:
     reaches = sorted(beam.frontier.values(), key=lambda r: -r.walks)
     others = [r for r in reaches if r.node.id != topic]
     reaches = others or reaches
-    return RelationPath(
+    return RankedPath(
         topic=topic,
         steps=beam.steps,
         text=" ".join(_said_once(beam.labels)),

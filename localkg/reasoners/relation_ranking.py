@@ -21,18 +21,14 @@ from localkg.reasoners.base import Uses
 from localkg.reasoners.common import Move, rank_moves
 from localkg.reasoners.relation_paths import path_similarities
 from localkg.retrieval.location import default_checkpoint
-from localkg.store.model import IN, OUT, Path
+from localkg.store.model import IN, OUT, Path, RelationPath
 
 if TYPE_CHECKING:
     from localkg.retrieval.ranking import PathRanker
 
 RelationsMode = Literal["auto", "embed", "trained"]
 
-#: A relation chain: (relation id, direction) per hop, from the topic outwards.
-Chain = tuple[tuple[str, str], ...]
-
-
-def path_chain(path: Path) -> Chain:
+def path_chain(path: Path) -> RelationPath:
     """A walked path's relation chain, what :meth:`RelationRanking.chain_scores` scores."""
     return tuple((step.triple.relation, OUT if step.forward else IN) for step in path.steps)
 
@@ -67,13 +63,13 @@ class RelationRanking:
         order = sorted(range(len(moves)), key=lambda i: -float(scores[i]))
         return [(moves[i], float(scores[i])) for i in order]
 
-    def chain_scores(self, query: str, chains: Sequence[Chain], labels: Sequence[tuple[str, ...]]) -> np.ndarray:
+    def chain_scores(self, query: str, chains: Sequence[RelationPath], labels: Sequence[tuple[str, ...]]) -> np.ndarray:
         """One score per chain; ``labels`` are each chain's relation words (what ``embed`` reads)."""
         if self.mode == "embed":
             return path_similarities(self.context.scorer, query, labels)
         return self._trained(query, chains)
 
-    def _trained(self, query: str, chains: Sequence[Chain]) -> np.ndarray:
+    def _trained(self, query: str, chains: Sequence[RelationPath]) -> np.ndarray:
         if not chains:
             return np.zeros(0, dtype=np.float32)
         ranker = self._ranker_for()

@@ -71,21 +71,27 @@ class RelationVectors:
 
     def embed_words(self, questions: Iterable[str]) -> None:
         """Embed the content words of ``questions`` not embedded yet, in one batch (training
-        calls it once for all its questions; the reasoner lets :meth:`coverage` do it)."""
+        calls it once for all its questions; the reasoner lets :meth:`word_vectors` do it)."""
         missing = list(dict.fromkeys(w for q in questions for w in content_words(q) if w not in self._words))
         if missing:
             for word, vector in zip(missing, self.embedder.encode(missing)):
                 self._words[word] = _unit(vector)
 
-    def coverage(self, rows: Sequence[int], question: str) -> float:
-        """How well the hops (``rows`` of :attr:`matrix`) and the question's content words cover
-        each other: the lower of the mean best cosine of each hop to a word and of each word to
-        a hop (0 for a question with no content word)."""
+    def word_vectors(self, question: str) -> np.ndarray | None:
+        """The unit vectors of the question's content words, one row each (None: it has none)."""
         words = content_words(question)
         if not words:
-            return 0.0
+            return None
         self.embed_words([question])
-        similarity = np.stack([self._words[w] for w in words]) @ np.stack([self._units[r] for r in rows]).T
+        return np.stack([self._words[w] for w in words])
+
+    def coverage(self, rows: Sequence[int], words: np.ndarray | None) -> float:
+        """How well the hops (``rows`` of :attr:`matrix`) and the question's content words
+        (:meth:`word_vectors`) cover each other: the lower of the mean best cosine of each hop
+        to a word and of each word to a hop (0 for a question with no content word)."""
+        if words is None:
+            return 0.0
+        similarity = words @ np.stack([self._units[r] for r in rows]).T
         return float(min(similarity.max(axis=0).mean(), similarity.max(axis=1).mean()))
 
     def said(self, relation: str, question_stems: frozenset[str]) -> float:
@@ -93,12 +99,13 @@ class RelationVectors:
         stems = self._stems[relation]
         return len(stems & question_stems) / len(stems) if stems else 0.0
 
-    def word_match(self, path: RelationPath, question: str, question_stems: frozenset[str]) -> float:
-        """``path``'s word match to the question (see the module docstring)."""
+    def word_match(self, path: RelationPath, words: np.ndarray | None, question_stems: frozenset[str]) -> float:
+        """``path``'s word match to the question, given its :meth:`word_vectors` and its stems
+        (see the module docstring)."""
         stems = frozenset().union(*(self._stems[relation] for relation, _direction in path))
         said = len(stems & question_stems) / len(stems) if stems else 0.0
         rows = list(dict.fromkeys(self._index[relation] for relation, _direction in path))
-        return SAID_WEIGHT * said + COVERAGE_WEIGHT * self.coverage(rows, question)
+        return SAID_WEIGHT * said + COVERAGE_WEIGHT * self.coverage(rows, words)
 
     @property
     def matrix(self) -> torch.Tensor:
@@ -123,6 +130,7 @@ def path_tensors(paths: Sequence[RelationPath], question: str, vectors: Relation
     words = torch.zeros(len(paths), dtype=torch.float32)
     rows = vectors.indices(relation for path in paths for relation, _direction in path)
     question_stems = content_stems(question)
+    question_words = vectors.word_vectors(question)
     position = 0
     for row, path in enumerate(paths):
         for column, (relation, direction) in enumerate(path):
@@ -131,5 +139,5 @@ def path_tensors(paths: Sequence[RelationPath], question: str, vectors: Relation
             said[row, column] = vectors.said(relation, question_stems)
             mask[row, column] = True
             position += 1
-        words[row] = vectors.word_match(path, question, question_stems)
+        words[row] = vectors.word_match(path, question_words, question_stems)
     return relations, backward, said, mask, words, torch.tensor([types.get(path, 0) for path in paths], dtype=torch.long)

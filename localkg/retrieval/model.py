@@ -20,6 +20,7 @@ actors of X's films) have the same hops in another order.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -58,7 +59,8 @@ class PathScorer(nn.Module):
                                  nn.Dropout(config.dropout), nn.Linear(hidden, hidden))
         self.path = nn.Sequential(nn.GELU(), nn.Linear(hidden, hidden))
         self.types = nn.Embedding(config.path_types + 1, hidden, padding_idx=0)  # row 0: a chain not seen
-        self.prior_weight = nn.Parameter(torch.tensor(PRIOR_WEIGHT))
+        # in log space, so that training can move it by a factor and not only by a few units
+        self.log_prior_weight = nn.Parameter(torch.tensor(math.log(PRIOR_WEIGHT)))
 
     def encode_paths(self, questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,
                      backward: torch.Tensor, said: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -84,7 +86,7 @@ class PathScorer(nn.Module):
         paths = self.encode_paths(own, relation_vectors, relations, backward, said, mask)
         paths = paths + self.types(types)
         learned = (self.question(questions)[owner] * paths).sum(dim=-1) / self.config.hidden ** 0.5
-        return learned + self.prior_weight * label_match(own, relation_vectors, relations, mask, words)
+        return learned + self.log_prior_weight.exp() * label_match(own, relation_vectors, relations, mask, words)
 
 
 def label_match(questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,

@@ -19,10 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from localkg.store.kg import KG
-from localkg.store.model import IN, OUT, Node, Path, Step, Triple
-
-Hop = tuple[str, str]  # (relation id, direction walked: out = head→tail, in = tail→head)
-RelationPath = tuple[Hop, ...]
+from localkg.store.model import IN, OUT, Hop, Node, Path, RelationPath, Step, Triple
 
 
 def path_text(path: RelationPath) -> str:

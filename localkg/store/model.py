@@ -17,6 +17,12 @@ IN = "in"
 BOTH = "both"
 DIRECTIONS = (OUT, IN, BOTH)
 
+#: One hop of a relation path: (relation id, direction walked: out = head→tail, in = tail→head).
+Hop = tuple[str, str]
+#: A relation path: its hops from the topic outwards. The one type every reasoner, the path
+#: scorer and the datasets' gold paths use.
+RelationPath = tuple[Hop, ...]
+
 
 @dataclass(frozen=True)
 class Node:
