@@ -249,15 +249,15 @@ DEMO_TOPICS_PER_RELATION = 12
 def _train_demo_scorer(path: Path) -> None:
     """On the demo's first run, a path scorer trained from the demo graph alone (no question-answer
     pairs: the store's own questions), so the demo answers as a store of the user's would."""
-    from localkg.retrieval.location import default_checkpoint
+    from localkg.path_scorer.location import default_checkpoint
 
     if default_checkpoint(path).exists():
         if _demo_scorer_loads(path):
             return
         click.echo("the demo's path scorer was written by another localkg version: training it again", err=True)
-    from localkg.retrieval.supervision import SupervisionLimits
-    from localkg.retrieval.synthetic import SyntheticLimits
-    from localkg.retrieval.train import TrainConfig, train_from_files
+    from localkg.path_scorer.supervision import SupervisionLimits
+    from localkg.path_scorer.synthetic import SyntheticLimits
+    from localkg.path_scorer.train import TrainConfig, train_from_files
     from localkg.store import KG
 
     click.echo("first run: training a path scorer from the demo graph alone (no question-answer pairs)", err=True)
@@ -271,8 +271,8 @@ def _train_demo_scorer(path: Path) -> None:
 def _demo_scorer_loads(path: Path) -> bool:
     """Whether the demo store's path scorer loads (one from an older checkpoint format does not)."""
     from localkg.errors import CheckpointError
-    from localkg.retrieval.checkpoint import load_checkpoint
-    from localkg.retrieval.location import default_checkpoint
+    from localkg.path_scorer.checkpoint import load_checkpoint
+    from localkg.path_scorer.location import default_checkpoint
 
     try:
         load_checkpoint(default_checkpoint(path))
@@ -583,10 +583,10 @@ def train_paths(db: Path, questions: tuple[Path, ...], store_questions: bool | N
     import torch
 
     from localkg.datasets import TrainingSet
-    from localkg.retrieval.location import default_checkpoint
-    from localkg.retrieval.supervision import SupervisionLimits
-    from localkg.retrieval.synthetic import SyntheticLimits
-    from localkg.retrieval.train import TrainConfig, train_from_files
+    from localkg.path_scorer.location import default_checkpoint
+    from localkg.path_scorer.supervision import SupervisionLimits
+    from localkg.path_scorer.synthetic import SyntheticLimits
+    from localkg.path_scorer.train import TrainConfig, train_from_files
     from localkg.store import KG
 
     if threads:

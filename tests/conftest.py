@@ -196,8 +196,8 @@ def trained_paths(path_movies, scorer, tmp_path_factory: pytest.TempPathFactory)
     import torch
 
     from localkg.datasets import read_questions
-    from localkg.retrieval.supervision import SupervisionLimits
-    from localkg.retrieval.train import TrainConfig, supervise, train_scorer
+    from localkg.path_scorer.supervision import SupervisionLimits
+    from localkg.path_scorer.train import TrainConfig, supervise, train_scorer
 
     torch.manual_seed(0)
     questions = [q for q in read_questions(PATH_FIXTURES / "path_questions.jsonl") if PATHS_HELD_OUT not in q.text]
@@ -216,7 +216,7 @@ def movie_store(tmp_path_factory: pytest.TempPathFactory, trained_paths):
     import shutil
 
     from localkg.loaders.triples import load_triples
-    from localkg.retrieval.location import default_checkpoint
+    from localkg.path_scorer.location import default_checkpoint
     from localkg.store import KG
 
     def make(scorer: bool) -> Path:

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from localkg.cli import main
 from localkg.datasets import read_questions, select_questions
 from localkg.evaluation.metrics import Prediction, score_question
-from localkg.retrieval.location import default_checkpoint
+from localkg.path_scorer.location import default_checkpoint
 from localkg.store import KG
 
 FIXTURES = Path(__file__).parent / "fixtures"

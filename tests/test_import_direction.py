@@ -18,7 +18,7 @@ LAYERS = {
     "errors": 0, "text": 0, "prompts": 0,
     "store": 1, "llm": 1, "training": 1,
     "loaders": 2, "indexes": 2, "datasets": 2,
-    "fog": 3, "retrieval": 3, "demo": 3, "localkg": 3,
+    "fog": 3, "path_scorer": 3, "demo": 3, "localkg": 3,
     "reasoners": 4,
     "evaluation": 5,
     "cli": 6,
@@ -72,7 +72,7 @@ def test_imports_go_only_to_lower_layers(module: str) -> None:
 
 
 def test_the_llm_package_knows_no_graph() -> None:
-    graph = {"store", "loaders", "indexes", "datasets", "fog", "retrieval", "reasoners", "evaluation"}
+    graph = {"store", "loaders", "indexes", "datasets", "fog", "path_scorer", "reasoners", "evaluation"}
     wrong = {module: sorted(name for name in names if part(name) in graph)
              for module, names in IMPORTS.items() if part(module) == "llm"}
     assert not any(wrong.values()), wrong

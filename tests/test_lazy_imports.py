@@ -13,7 +13,7 @@ import pytest
 
 #: The heavy modules a run may or may not import: torch, sentence-transformers (which the bundled
 #: encoder does without), fog's model and the path scorer's.
-WATCHED = ("torch", "sentence_transformers", "localkg.fog.model", "localkg.retrieval.model")
+WATCHED = ("torch", "sentence_transformers", "localkg.fog.model", "localkg.path_scorer.model")
 LOADED = f"print('loaded:', [name for name in {WATCHED!r} if name in sys.modules])"
 
 RUN = """

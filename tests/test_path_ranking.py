@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from localkg.errors import CheckpointError
-from localkg.retrieval.checkpoint import load_checkpoint, save_checkpoint, store_state
-from localkg.retrieval.ranking import PathRanker
+from localkg.path_scorer.checkpoint import load_checkpoint, save_checkpoint, store_state
+from localkg.path_scorer.ranking import PathRanker
 from localkg.store.model import IN, OUT
 
 HELD_OUT = "Vertigo"  # conftest.PATHS_HELD_OUT: no training question mentions it
@@ -86,8 +86,8 @@ def test_mismatched_checkpoints_are_refused(path_movies, scorer, trained_paths, 
 
 def test_the_loss_is_the_probability_of_the_positives_together():
     # tied positives share one probability: the scorer may put it all on either of them
-    from localkg.retrieval.model import PathScorer, ScorerConfig
-    from localkg.retrieval.train import Group, _Tensors, group_loss
+    from localkg.path_scorer.model import PathScorer, ScorerConfig
+    from localkg.path_scorer.train import Group, _Tensors, group_loss
 
     class Vectors:
         matrix = torch.eye(4)
@@ -123,7 +123,7 @@ def test_the_word_match_tells_one_hop_from_two(path_movies, scorer):
     # "directed" and "acted" each want a hop: the two-hop chain covers the question, one hop does not;
     # asked for the director alone, the one hop covers it and the chain's extra hop is unmatched
     from localkg.indexes.stems import content_stems
-    from localkg.retrieval.features import RelationVectors
+    from localkg.path_scorer.features import RelationVectors
 
     vectors = RelationVectors(path_movies, scorer.embedder)
     films_of = (("starred_actors", IN),)

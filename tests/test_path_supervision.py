@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from localkg.datasets import Question
-from localkg.retrieval.supervision import SupervisionLimits, answer_f1, label_question, matches_gold
-from localkg.retrieval.train import groups_of, supervise
-from localkg.retrieval.walk import PathWalker
+from localkg.path_scorer.supervision import SupervisionLimits, answer_f1, label_question, matches_gold
+from localkg.path_scorer.train import groups_of, supervise
+from localkg.path_scorer.walk import PathWalker
 from localkg.store.model import IN, OUT, Node
 
 @pytest.fixture()
@@ -52,7 +52,7 @@ def test_two_hop_answers_and_partial_overlap(movies):
 ])
 def test_a_label_counts_an_answer_right_exactly_when_the_metric_does(name, node_id, answer):
     from localkg.evaluation.metrics import Prediction, score_question
-    from localkg.retrieval.supervision import gold_keys
+    from localkg.path_scorer.supervision import gold_keys
 
     metric = score_question([Prediction(node_id, name)], [[answer]]).f1
     assert answer_f1([Node(node_id, name)], gold_keys([[answer]])) == metric == 1.0
@@ -102,7 +102,7 @@ def test_unreachable_questions_are_skipped_and_counted(movies):
 
 
 def label_limits():
-    from localkg.retrieval.supervision import SupervisionLimits
+    from localkg.path_scorer.supervision import SupervisionLimits
 
     return SupervisionLimits(max_hops=2)
 

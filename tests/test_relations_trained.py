@@ -14,7 +14,7 @@ from localkg.llm import ScriptedLLM
 from localkg.reasoners.base import Context, get_reasoner
 from localkg.reasoners.common import candidate_moves, node_of
 from localkg.reasoners.relation_ranking import RelationRanking
-from localkg.retrieval.location import default_checkpoint
+from localkg.path_scorer.location import default_checkpoint
 from localkg.store import KG
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from localkg.retrieval.synthetic import SyntheticLimits, synthetic_questions
+from localkg.path_scorer.synthetic import SyntheticLimits, synthetic_questions
 from localkg.store import KG
 from localkg.store.model import IN, OUT
 
@@ -121,7 +121,7 @@ def test_opaque_relation_ids_are_said_by_their_labels(tmp_path: Path, style: str
 def test_a_label_is_said_as_its_grammatical_shape_allows() -> None:
     # "directed by" is a passive verb: "the one X was directed by"; "has genre": "the genre X has";
     # a plain noun label gets the generic phrasings only; "when" asks only for dates and years
-    from localkg.retrieval.synthetic import ask_templates, phrasings
+    from localkg.path_scorer.synthetic import ask_templates, phrasings
 
     def said(label, direction):
         return {template.format(label=label, inner="X") for template in phrasings(label, direction)}

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from localkg.cli import main
 from localkg.datasets import read_questions
-from localkg.retrieval.ranking import PathRanker
-from localkg.retrieval.train import TrainConfig, train_from_files
-from localkg.retrieval.supervision import SupervisionLimits
-from localkg.retrieval.synthetic import SyntheticLimits
+from localkg.path_scorer.ranking import PathRanker
+from localkg.path_scorer.train import TrainConfig, train_from_files
+from localkg.path_scorer.supervision import SupervisionLimits
+from localkg.path_scorer.synthetic import SyntheticLimits
 from localkg.store import KG
 from localkg.store.model import IN, OUT
 

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from localkg.cli import main
-from localkg.retrieval.checkpoint import load_checkpoint
-from localkg.retrieval.location import default_checkpoint
+from localkg.path_scorer.checkpoint import load_checkpoint
+from localkg.path_scorer.location import default_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -120,12 +120,12 @@ def test_after_a_load_adds_relations_the_checkpoint_says_the_store_changed_since
 
 def test_an_interrupted_training_says_what_its_checkpoint_holds_and_offers_no_resume(movies_db, tmp_path,
                                                                                      monkeypatch):
-    import localkg.retrieval.train
+    import localkg.path_scorer.train
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt  # Ctrl-C during supervision or an epoch
 
-    monkeypatch.setattr(localkg.retrieval.train, "train_from_files", interrupted)
+    monkeypatch.setattr(localkg.path_scorer.train, "train_from_files", interrupted)
     result = CliRunner().invoke(main, ["train", "paths", "--db", str(movies_db), "--questions",
                                        str(FIXTURES / "path_questions.jsonl"), "--out", str(tmp_path / "scorer.pt")])
     assert result.exit_code == 130 and "--resume" not in result.output

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from localkg.retrieval.location import default_checkpoint
+from localkg.path_scorer.location import default_checkpoint
 
 TRAINED = "learned-paths"
 UNTRAINED = "tog"

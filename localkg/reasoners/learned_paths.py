@@ -1,6 +1,6 @@
 """``learned-paths``: answer with the relation path a trained scorer ranks first.
 
-The scorer (``localkg train paths``, ``localkg.retrieval``) was trained on
+The scorer (``localkg train paths``, ``localkg.path_scorer``) was trained on
 question–answer pairs of this store; it ranks the relation paths from the
 topic entities (beam search over the relation structure) and the best one is
 executed: its end nodes are the answers, each with its evidence path. Only
@@ -18,10 +18,10 @@ from localkg import prompts
 from localkg.reasoners.base import Answer, Reasoner, Result, Uses, register
 from localkg.reasoners.common import ask_choice
 from localkg.reasoners.settings import NonNegativeInt, PositiveInt, UnitFloat
-from localkg.retrieval.walk import path_text
+from localkg.path_scorer.walk import path_text
 
 if TYPE_CHECKING:  # the ranker's features use the reasoners' relation words: imported when first built
-    from localkg.retrieval.ranking import ScoredPath
+    from localkg.path_scorer.ranking import ScoredPath
 
 PROMPTS = "learned_paths"
 
@@ -49,7 +49,7 @@ class LearnedPathsReasoner(Reasoner):
     def __init__(self, context: Any, **overrides: Any):
         """Loads the scorer now: a checkpoint that is missing, damaged or from another store is a
         :class:`~localkg.errors.CheckpointError` before any question, not one per question."""
-        from localkg.retrieval.ranking import PathRanker
+        from localkg.path_scorer.ranking import PathRanker
 
         super().__init__(context, **overrides)
         self.ranker = PathRanker(self.kg, self.settings.checkpoint or None, embedder=self.context.scorer.embedder,

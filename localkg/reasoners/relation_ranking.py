@@ -20,11 +20,11 @@ import numpy as np
 from localkg.reasoners.base import Uses
 from localkg.reasoners.common import Move, rank_moves
 from localkg.reasoners.relation_paths import path_similarities
-from localkg.retrieval.location import default_checkpoint
+from localkg.path_scorer.location import default_checkpoint
 from localkg.store.model import IN, OUT, Path, RelationPath
 
 if TYPE_CHECKING:
-    from localkg.retrieval.ranking import PathRanker
+    from localkg.path_scorer.ranking import PathRanker
 
 RelationsMode = Literal["auto", "embed", "trained"]
 
@@ -77,7 +77,7 @@ class RelationRanking:
 
     def _ranker_for(self) -> "PathRanker":
         if self._ranker is None:
-            from localkg.retrieval.ranking import PathRanker
+            from localkg.path_scorer.ranking import PathRanker
 
             self._ranker = PathRanker(self.context.kg, self._path, embedder=self.context.scorer.embedder,
                                       device=self._device)

@@ -1,4 +1,4 @@
-"""What both trained scorers (``localkg.fog``'s triple scorer, ``localkg.retrieval``'s path
+"""What both trained scorers (``localkg.fog``'s triple scorer, ``localkg.path_scorer``'s path
 scorer) train and load with; each of them keeps only its model and its supervision.
 
 ``device``       where a scorer trains and runs

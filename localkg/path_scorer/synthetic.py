@@ -21,8 +21,8 @@ from typing import Iterator, Sequence
 from tqdm import tqdm
 
 from localkg.datasets.questions import Question
-from localkg.retrieval.supervision import Supervision, SupervisionLimits, answer_f1, label_question, labelled_paths
-from localkg.retrieval.walk import Hop, PathWalker, RelationPath
+from localkg.path_scorer.supervision import Supervision, SupervisionLimits, answer_f1, label_question, labelled_paths
+from localkg.path_scorer.walk import Hop, PathWalker, RelationPath
 from localkg.store.kg import KG
 from localkg.store.model import ENTITY, IN, OUT, Node
 from localkg.text import gold_keys, readable_relation

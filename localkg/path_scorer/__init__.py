@@ -1,4 +1,5 @@
-"""A relation-path retriever learned from question–answer pairs.
+"""The path scorer: which relation paths a question asks for, learned from question–answer pairs
+or from questions made from the store itself (``synthetic``).
 
 ``walk`` enumerates relation paths (sequences of (relation, direction)) from a
 topic entity set by set and executes them; ``supervision`` labels every path

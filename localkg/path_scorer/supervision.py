@@ -20,7 +20,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from localkg.retrieval.walk import PathWalker, RelationPath
+from localkg.path_scorer.walk import PathWalker, RelationPath
 from localkg.store.model import IN, Node
 from localkg.text import gold_keys, normalise_answer
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from localkg.errors import CheckpointError
-from localkg.retrieval.model import PathScorer, ScorerConfig
+from localkg.path_scorer.model import PathScorer, ScorerConfig
 from localkg.store.kg import KG
 from localkg.training.checkpoints import load_model, save_model
 

@@ -23,10 +23,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from localkg.retrieval.checkpoint import load_checkpoint
-from localkg.retrieval.features import RelationVectors, path_tensors, question_text
-from localkg.retrieval.location import default_checkpoint
-from localkg.retrieval.walk import Hop, PathWalker, RelationPath, path_text
+from localkg.path_scorer.checkpoint import load_checkpoint
+from localkg.path_scorer.features import RelationVectors, path_tensors, question_text
+from localkg.path_scorer.location import default_checkpoint
+from localkg.path_scorer.walk import Hop, PathWalker, RelationPath, path_text
 from localkg.store.kg import KG
 from localkg.store.model import Node, Path
 

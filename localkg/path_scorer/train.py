@@ -29,12 +29,12 @@ from tqdm import tqdm
 
 from localkg.datasets import gold_relation_paths, resolve_topics, select_training_questions
 from localkg.errors import TrainingDataError
-from localkg.retrieval.checkpoint import save_checkpoint, store_state
-from localkg.retrieval.features import RelationVectors, path_tensors, question_text
-from localkg.retrieval.model import PathScorer, ScorerConfig
-from localkg.retrieval.supervision import TIE, Supervision, SupervisionLimits, label_question, matches_gold
-from localkg.retrieval.synthetic import SyntheticLimits, synthetic_questions, write_questions
-from localkg.retrieval.walk import PathWalker, RelationPath
+from localkg.path_scorer.checkpoint import save_checkpoint, store_state
+from localkg.path_scorer.features import RelationVectors, path_tensors, question_text
+from localkg.path_scorer.model import PathScorer, ScorerConfig
+from localkg.path_scorer.supervision import TIE, Supervision, SupervisionLimits, label_question, matches_gold
+from localkg.path_scorer.synthetic import SyntheticLimits, synthetic_questions, write_questions
+from localkg.path_scorer.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
 from localkg.training.checkpoints import check_writable
 from localkg.training.device import pick_device
@@ -314,7 +314,7 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
 
     ``selection`` is a ``localkg.datasets.TrainingSet`` (files, sample, the excluded eval sample),
     or None for none. ``synthetic``: questions made from the store itself are trained on too
-    (``localkg.retrieval.synthetic``), and each of the user's pairs weighs ``pair_weight`` of them;
+    (``localkg.path_scorer.synthetic``), and each of the user's pairs weighs ``pair_weight`` of them;
     ``save_synthetic`` writes them as JSONL.
     """
     from localkg.indexes.embedding import Embedder

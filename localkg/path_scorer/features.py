@@ -21,7 +21,7 @@ import torch
 
 from localkg.indexes.stems import content_stems, content_words
 
-from localkg.retrieval.walk import RelationPath
+from localkg.path_scorer.walk import RelationPath
 from localkg.store.kg import KG
 from localkg.store.model import IN
 from localkg.text import readable_relation, without_mentions
