@@ -38,6 +38,11 @@ SAID_WEIGHT = 0.2
 COVERAGE_WEIGHT = 2.0
 
 
+def _share(stems: frozenset[str], question_stems: frozenset[str]) -> float:
+    """The share of ``stems`` (a label's words) that the question says."""
+    return len(stems & question_stems) / len(stems) if stems else 0.0
+
+
 def _unit(vector: np.ndarray) -> np.ndarray:
     return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
@@ -72,7 +77,10 @@ class RelationVectors:
     def embed_words(self, questions: Iterable[str]) -> None:
         """Embed the content words of ``questions`` not embedded yet, in one batch (training
         calls it once for all its questions; the reasoner lets :meth:`word_vectors` do it)."""
-        missing = list(dict.fromkeys(w for q in questions for w in content_words(q) if w not in self._words))
+        self._embed([w for q in questions for w in content_words(q)])
+
+    def _embed(self, words: Iterable[str]) -> None:
+        missing = list(dict.fromkeys(w for w in words if w not in self._words))
         if missing:
             for word, vector in zip(missing, self.embedder.encode(missing)):
                 self._words[word] = _unit(vector)
@@ -82,7 +90,7 @@ class RelationVectors:
         words = content_words(question)
         if not words:
             return None
-        self.embed_words([question])
+        self._embed(words)
         return np.stack([self._words[w] for w in words])
 
     def coverage(self, rows: Sequence[int], words: np.ndarray | None) -> float:
@@ -96,14 +104,12 @@ class RelationVectors:
 
     def said(self, relation: str, question_stems: frozenset[str]) -> float:
         """The share of ``relation``'s label words (stems) that the question says."""
-        stems = self._stems[relation]
-        return len(stems & question_stems) / len(stems) if stems else 0.0
+        return _share(self._stems[relation], question_stems)
 
     def word_match(self, path: RelationPath, words: np.ndarray | None, question_stems: frozenset[str]) -> float:
         """``path``'s word match to the question, given its :meth:`word_vectors` and its stems
         (see the module docstring)."""
-        stems = frozenset().union(*(self._stems[relation] for relation, _direction in path))
-        said = len(stems & question_stems) / len(stems) if stems else 0.0
+        said = _share(frozenset().union(*(self._stems[relation] for relation, _direction in path)), question_stems)
         rows = list(dict.fromkeys(self._index[relation] for relation, _direction in path))
         return SAID_WEIGHT * said + COVERAGE_WEIGHT * self.coverage(rows, words)
 
