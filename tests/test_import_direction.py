@@ -15,7 +15,7 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 #: Each top-level part of the ``localkg`` namespace and its layer: a module may import from its
 #: own part and from parts of a lower layer only (parts of one layer know nothing of each other).
 LAYERS = {
-    "errors": 0, "text": 0, "prompts": 0,
+    "errors": 0, "text": 0, "prompts": 0, "beam": 0,
     "store": 1, "llm": 1, "training": 1,
     "loaders": 2, "indexes": 2, "datasets": 2,
     "fog": 3, "path_scorer": 3, "demo": 3, "localkg": 3,

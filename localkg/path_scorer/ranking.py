@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from localkg.beam import beam_search
 from localkg.path_scorer.checkpoint import load_checkpoint
 from localkg.path_scorer.features import RelationVectors, path_tensors, question_text
 from localkg.path_scorer.location import default_checkpoint
@@ -93,17 +94,13 @@ class PathRanker:
     def topic_paths(self, question: str, topic: str, topic_names: Sequence[str]) -> list[tuple[RelationPath, float]]:
         """The candidate paths of one topic with their probabilities, best first (beam search)."""
         scored: dict[RelationPath, float] = {}
-        layer: list[RelationPath] = [()]
-        for _depth in range(self.max_hops):
-            extensions = self.walker.expand(topic, layer)
-            if not extensions:
-                break
-            scores = self.score(question, topic_names, extensions)
+        searched = beam_search((), lambda layer: self.walker.expand(topic, layer),
+                               lambda paths: self.score(question, topic_names, paths), lambda path, _score: path,
+                               depth=self.max_hops, width=self.beam)
+        for extensions, scores, _kept in searched:
             for path, score in zip(extensions, scores):
                 if self.walker.ends(topic, path, through_topic=self.through_topic):
                     scored[path] = score
-            ranked = sorted(range(len(extensions)), key=lambda i: -scores[i])
-            layer = [extensions[i] for i in ranked[:self.beam]]
         if not scored:
             return []
         top = max(scored.values())

@@ -7,15 +7,16 @@ path as the normalised sum of its relations' embeddings plus a lexical share.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from localkg.beam import beam_search
 from localkg.indexes.stems import content_stems
 from localkg.reasoners.common import node_of
 from localkg.store.kg import KG
-from localkg.store.model import OUT, Node, Path, RelationPath, Step, Triple
+from localkg.store.model import OUT, Hop, Node, Path, RelationPath, Step, Triple
 from localkg.text import readable_relation, without_mentions
 
 
@@ -49,13 +50,23 @@ class _Reach:
     example: Path
 
 
+@dataclass(frozen=True)
+class _Extension:
+    """A kept path and one more hop (with its readable label) proposed for it."""
+
+    beam: "_Beam"
+    hop: Hop
+    label: str
+
+
 @dataclass
 class _Beam:
+    """A kept path: its hops, their readable labels, the nodes it reaches and its similarity."""
+
     steps: RelationPath
     labels: tuple[str, ...]
     frontier: dict[str, _Reach]
     similarity: float = 0.0
-    children: list[Any] = field(default_factory=list)
 
 
 def rank_relation_paths(kg: KG, ranking: Any, question: str, topic: str, *, max_depth: int = 3, beam: int = 5,
@@ -76,36 +87,36 @@ def rank_relation_paths(kg: KG, ranking: Any, question: str, topic: str, *, max_
     start = node_of(kg, topic)
     query = without_mentions(question, [start.display])
     relation_cache: dict[str, list[Any]] = {}
-    beams = [_Beam(steps=(), labels=(), frontier={topic: _Reach(start, 1, Path(()))})]
-    finished: list[_Beam] = []
-    for _depth in range(int(max_depth)):
-        candidates: list[tuple[_Beam, tuple[str, str], str]] = []
+
+    def extend(beams: list[_Beam]) -> list[_Extension]:
+        candidates: list[_Extension] = []
         for current in beams:
-            seen: set[tuple[str, str]] = set()
+            seen: set[Hop] = set()
             for entity in list(current.frontier)[:relation_sample]:
                 if entity not in relation_cache:
                     relation_cache[entity] = kg.relations(entity)
                 for count in relation_cache[entity]:
-                    key = (count.relation, count.direction)
-                    if key not in seen:
-                        seen.add(key)
-                        candidates.append((current, key, readable_relation(count.label)))
-        if not candidates:
-            break
-        similarities = ranking.chain_scores(query, [current.steps + (key,) for current, key, _label in candidates],
-                                            [(*current.labels, label) for current, _key, label in candidates])
-        order = sorted(range(len(candidates)), key=lambda i: -float(similarities[i]))
-        next_beams = []
-        for index in order:
-            if len(next_beams) == beam:
-                break
-            current, key, label = candidates[index]
-            frontier = _walk(kg, current.frontier, key, max_frontier)
-            if frontier:
-                next_beams.append(_Beam(current.steps + (key,), current.labels + (label,), frontier,
-                                        float(similarities[index])))
-        finished.extend(next_beams)
-        beams = next_beams
+                    hop = (count.relation, count.direction)
+                    if hop not in seen:
+                        seen.add(hop)
+                        candidates.append(_Extension(current, hop, readable_relation(count.label)))
+        return candidates
+
+    def score(candidates: list[_Extension]) -> np.ndarray:
+        return ranking.chain_scores(query, [c.beam.steps + (c.hop,) for c in candidates],
+                                    [(*c.beam.labels, c.label) for c in candidates])
+
+    def advance(candidate: _Extension, similarity: float) -> _Beam | None:
+        frontier = _walk(kg, candidate.beam.frontier, candidate.hop, max_frontier)
+        if not frontier:
+            return None
+        return _Beam(candidate.beam.steps + (candidate.hop,), candidate.beam.labels + (candidate.label,), frontier,
+                     similarity)
+
+    start_beam = _Beam(steps=(), labels=(), frontier={topic: _Reach(start, 1, Path(()))})
+    finished: list[_Beam] = []
+    for _candidates, _scores, kept in beam_search(start_beam, extend, score, advance, depth=max_depth, width=beam):
+        finished.extend(kept)
     ranked = [_relation_path(topic, b, depth_penalty, examples) for b in finished]
     return sorted(ranked, key=lambda p: -p.score)
 
