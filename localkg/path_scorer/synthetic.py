@@ -147,6 +147,7 @@ def _topics(kg: KG, relation: str, direction: str, limits: SyntheticLimits, rng:
         f"MATCH (a:Node)-[f:Fact]->(b:Node) WHERE f.rel = $rel AND {end}.kind = $entity AND {end}.name <> '' "
         f"AND NOT {end}.hub RETURN DISTINCT {end}.id, {end}.name LIMIT $limit",
         {"rel": relation, "entity": ENTITY, "limit": limits.facts_read_per_relation}).get_all()
+    rows.sort()  # the store returns them in no fixed order: sorted, the seed alone decides the draw
     rng.shuffle(rows)
     return [Node(node_id, name, ENTITY) for node_id, name in rows[:limits.topics_per_relation]]
 

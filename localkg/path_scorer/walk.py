@@ -115,7 +115,8 @@ class PathWalker:
         return others or dict(nodes)
 
     def extensions(self, topic: str, path: RelationPath) -> list[Hop]:
-        """The hops that lead on from ``path``'s frontier, most facts first; executes them all."""
+        """The hops that lead on from ``path``'s frontier, most facts first (ties by name, so the order
+        does not depend on the order the store returns rows in); executes them all."""
         if (topic, path) not in self._extensions:
             self.expand(topic, [path])
         return self._extensions[(topic, path)]
@@ -136,7 +137,7 @@ class PathWalker:
             grouped = _by_hop(before.nodes, facts)
             for hop, reached in grouped.items():
                 self._frontiers[(topic, prefix + (hop,))] = self._frontier_of(reached, before.truncated)
-            self._extensions[(topic, prefix)] = sorted(grouped, key=lambda hop: -len(grouped[hop]))
+            self._extensions[(topic, prefix)] = sorted(grouped, key=lambda hop: (-len(grouped[hop]), hop))
         return [prefix + (hop,) for prefix in prefixes for hop in self._extensions[(topic, prefix)]]
 
     def _read_facts(self, sources: list[str]) -> dict[str, list[tuple[Hop, Node]]]:
