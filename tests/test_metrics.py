@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from localkg.evaluation.metrics import Prediction, aggregate, distribution, loose_match, score_question
-from localkg.text import normalise_answer
+from localkg.text import normalise_answer, without_punctuation
 
 
 def preds(*names: str) -> list[Prediction]:
@@ -24,6 +24,17 @@ def preds(*names: str) -> list[Prediction]:
 ])
 def test_normalise(text: str, expected: str) -> None:
     assert normalise_answer(text) == expected
+
+
+def test_ascii_text_loses_what_unicode_calls_punctuation() -> None:
+    """ASCII text takes a table, other text a category lookup per character: both must delete
+    exactly the characters of category P*, so ``$``, ``+`` or ``|`` (symbols) stay in either."""
+    import unicodedata
+
+    every_ascii = "".join(map(chr, range(128)))
+    kept = "".join(ch for ch in every_ascii if not unicodedata.category(ch).startswith("P"))
+    assert without_punctuation(every_ascii) == kept
+    assert without_punctuation(every_ascii + "é") == kept + "é"
 
 
 def test_hand_worked_partial_answer() -> None:
