@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from localkg.errors import CheckpointError
+from localkg.path_scorer.familiarity import Familiarity
 from localkg.path_scorer.model import PathScorer, ScorerConfig
 from localkg.store.kg import KG
 from localkg.training.checkpoints import load_model, save_model
@@ -47,18 +48,22 @@ def store_state(kg: KG) -> StoreState:
 
 
 def save_checkpoint(path: str | Path, model: PathScorer, encoder: str, store: StoreState,
-                    path_types: list[tuple[tuple[str, str], ...]], meta: dict[str, Any]) -> Path:
+                    path_types: list[tuple[tuple[str, str], ...]], meta: dict[str, Any],
+                    familiarity: Familiarity | None = None) -> Path:
     """Write ``model`` with its config, encoder name, the ``store`` it was trained on, the chains
-    it has a vector of (``path_types``, in row order from 1) and training ``meta``."""
+    it has a vector of (``path_types``, in row order from 1), training ``meta`` and the training
+    pairs' ``familiarity`` (None: trained on the store's own questions alone)."""
     return save_model(path, FORMAT, model, encoder, meta, store=store.fingerprint,
                       store_relations=list(store.relations), store_generation=store.generation,
-                      path_types=[[list(hop) for hop in chain] for chain in path_types])
+                      path_types=[[list(hop) for hop in chain] for chain in path_types],
+                      familiarity=familiarity.to_checkpoint() if familiarity else None)
 
 
 def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None = None,
                     device: str | torch.device = "cpu") -> tuple[PathScorer, dict[str, Any]]:
     """The scorer (in eval mode, on ``device``) and the checkpoint's training ``meta``, with
-    ``path_types``: each chain with a vector of its own → its row.
+    ``path_types``: each chain with a vector of its own → its row, and ``familiarity``: the
+    training pairs' (``familiarity.Familiarity``, or None).
 
     With ``kg`` the checkpoint must have been trained on a store with the same relations, with
     ``encoder`` on the same frozen encoder: either mismatch would score noise, so it is refused.
@@ -71,7 +76,7 @@ def load_checkpoint(path: str | Path, kg: KG | None = None, encoder: str | None 
         _check_store(path, payload, kg)
     path_types = {tuple(tuple(hop) for hop in chain): row for row, chain in enumerate(payload["path_types"], 1)}
     return model, {**payload["meta"], "encoder": payload["encoder"], "store": payload["store"],
-                   "path_types": path_types}
+                   "path_types": path_types, "familiarity": Familiarity.from_checkpoint(payload.get("familiarity"))}
 
 
 def _check_store(path: Path, payload: dict[str, Any], kg: KG) -> None:

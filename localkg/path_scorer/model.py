@@ -86,7 +86,13 @@ class PathScorer(nn.Module):
         paths = self.encode_paths(own, relation_vectors, relations, backward, said, mask)
         paths = paths + self.types(types)
         learned = (self.question(questions)[owner] * paths).sum(dim=-1) / self.config.hidden ** 0.5
-        return learned + self.log_prior_weight.exp() * label_match(own, relation_vectors, relations, mask, words)
+        return learned + self.prior(own, relation_vectors, relations, mask, words)
+
+    def prior(self, questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,
+              mask: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        """The untrained part of the score alone (``label_match`` at its learned weight), for a
+        question unlike every training pair (``familiarity``); ``questions``: one row per path."""
+        return self.log_prior_weight.exp() * label_match(questions, relation_vectors, relations, mask, words)
 
 
 def label_match(questions: torch.Tensor, relation_vectors: torch.Tensor, relations: torch.Tensor,

@@ -10,8 +10,10 @@ candidates. With several topics (conjunctive questions) a candidate is one
 path per topic, its answers what all of them reach, its probability the
 product; combinations that share no node are dropped. Whether the topic is
 among the answers, and whether walks may go on from it after their first hop,
-were learned in training (``keep_topic``, ``through_topic``). Each ranked path
-carries its answers and, per answer, a real evidence path.
+were learned in training (``keep_topic``, ``through_topic``). A question unlike
+every pair the scorer was trained on is ranked by the untrained label match
+alone (``familiarity``). Each ranked path carries its answers and, per answer,
+a real evidence path.
 """
 from __future__ import annotations
 
@@ -72,18 +74,37 @@ class PathRanker:
 
     @torch.no_grad()
     def score(self, question: str, topic_names: Sequence[str], paths: Sequence[RelationPath]) -> list[float]:
-        """The scorer's raw score of each path for ``question`` (higher is better)."""
+        """The scorer's raw score of each path for ``question`` (higher is better): all it learned
+        for a question like its training pairs, the untrained label match alone for one unlike
+        every pair (:meth:`familiar`)."""
         if not paths:
             return []
         text = question_text(question, topic_names)
+        encoded = self._encoded(text)
+        relations, backward, said, mask, words, types = [
+            t.to(self.device) for t in path_tensors(paths, text, self.vectors, self.meta["path_types"])]
+        owner = torch.zeros(len(paths), dtype=torch.long, device=self.device)
+        matrix = self.vectors.matrix.to(self.device)
+        if self.familiar(question, topic_names)[0]:
+            scores = self.model(encoded, owner, matrix, relations, backward, said, mask, words, types)
+        else:
+            scores = self.model.prior(encoded[owner], matrix, relations, mask, words)
+        return scores.tolist()
+
+    def familiar(self, question: str, topic_names: Sequence[str]) -> tuple[bool, float | None]:
+        """Whether ``question`` is like the pairs the scorer was trained on, and its cosine to the
+        nearest of them (None, and always familiar, for a scorer trained without pairs)."""
+        familiarity = self.meta["familiarity"]
+        if familiarity is None:
+            return True, None
+        return familiarity.knows(self._encoded(question_text(question, topic_names))[0])
+
+    def _encoded(self, text: str) -> torch.Tensor:
         if text not in self._questions:
             if len(self._questions) > 4096:
                 self._questions.clear()
             self._questions[text] = torch.from_numpy(self.embedder.encode([text])).to(self.device)
-        tensors = [t.to(self.device) for t in path_tensors(paths, text, self.vectors, self.meta["path_types"])]
-        owner = torch.zeros(len(paths), dtype=torch.long, device=self.device)
-        scores = self.model(self._questions[text], owner, self.vectors.matrix.to(self.device), *tensors)
-        return scores.tolist()
+        return self._questions[text]
 
     def score_hops(self, question: str, topic_names: Sequence[str], prefix: RelationPath,
                    hops: Sequence[Hop]) -> list[float]:

@@ -18,6 +18,7 @@ checkpoints (Ctrl-C keeps the last finished one) are ``localkg.training``'s.
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,6 +31,7 @@ from tqdm import tqdm
 from localkg.datasets import gold_relation_paths, resolve_topics, select_training_questions
 from localkg.errors import TrainingDataError
 from localkg.path_scorer.checkpoint import save_checkpoint, store_state
+from localkg.path_scorer.familiarity import Familiarity
 from localkg.path_scorer.features import RelationVectors, path_tensors, question_text
 from localkg.path_scorer.model import PathScorer, ScorerConfig
 from localkg.path_scorer.supervision import TIE, Supervision, SupervisionLimits, label_question, matches_gold
@@ -248,9 +250,11 @@ def _group_logsumexp(values: torch.Tensor, group: torch.Tensor, count: int) -> t
 def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: Any, config: TrainConfig,
                  out: str | Path, report: SupervisionReport, meta: dict[str, Any] | None = None,
                  progress: bool = False, on_epoch: Callable[[EpochReport], None] | None = None,
-                 weights: Sequence[float] | None = None) -> TrainReport:
+                 weights: Sequence[float] | None = None, pairs: Sequence[bool] | None = None) -> TrainReport:
     """Fit a fresh scorer on labelled questions and write a checkpoint to ``out`` after each epoch;
-    ``weights`` (one per labelled question, default 1) scale each question's share of the loss."""
+    ``weights`` (one per labelled question, default 1) scale each question's share of the loss;
+    ``pairs`` says which are the user's question-answer pairs (default: all), whose questions the
+    checkpoint keeps to tell a question unlike all of them (``familiarity``)."""
     if len(labelled) < 2:
         raise TrainingDataError(f"{len(labelled)} labelled question(s): too few to train (of {report.questions}: "
                                 f"{report.skipped_no_topic} without a topic in the store, "
@@ -262,6 +266,8 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     texts = [question_text(question.text, [kg.name(topic.topic) for topic in supervision.topics])
              for question, supervision in labelled]
     questions = torch.from_numpy(np.ascontiguousarray(embedder.encode(texts, progress=progress))).to(device)
+    pair_rows = [index for index in range(len(labelled)) if pairs is None or pairs[index]]
+    familiarity = Familiarity.of_pairs(questions[pair_rows], random.Random(config.seed))
     vectors = RelationVectors(kg, embedder)
     vectors.embed_words(texts)
     hops = max(len(path) for _q, s in labelled for topic in s.topics for path in topic.paths)
@@ -296,7 +302,7 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
                          "through_topic": report.through_topic,
                          "train_config": asdict(config), "epochs_done": epoch.epoch, "report": result.to_json()}
         result.checkpoint = str(save_checkpoint(out, model, embedder.model_name, store, list(types),
-                                                training_meta))
+                                                training_meta, familiarity))
 
     run_epochs(model, config.epochs, config.lr, config.weight_decay, batches,
                lambda batch: group_loss(model, questions, relation_matrix, batch, device)[0], measure, save,
@@ -326,17 +332,19 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
     if selection is not None:
         labelled, report, meta = _labelled_pairs(kg, selection, config, limits, progress)
         weights = [pair_weight if synthetic is not None else 1.0] * len(labelled)
+    pairs = [True] * len(labelled)
     if synthetic is not None:
         made = synthetic_questions(kg, replace(synthetic, max_hops=limits.max_hops, seed=config.seed), progress)
         if save_synthetic is not None:
             write_questions(save_synthetic, [question for question, _supervision in made])
         labelled += made
         weights += [1.0] * len(made)
+        pairs += [False] * len(made)
         report.labelled += len(made)
         meta["synthetic"] = {"questions": len(made), "limits": asdict(synthetic), "pair_weight": pair_weight}
     embedder = embedder or Embedder(device=str(pick_device(config.device)))
     result = train_scorer(kg, labelled, embedder, config, out, report, meta=meta, progress=progress,
-                          on_epoch=on_epoch, weights=weights)
+                          on_epoch=on_epoch, weights=weights, pairs=pairs)
     result.store_questions = meta.get("synthetic", {}).get("questions", 0)
     return result
 

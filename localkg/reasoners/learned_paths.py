@@ -3,7 +3,9 @@
 The scorer (``localkg train paths``, ``localkg.path_scorer``) was trained on
 question–answer pairs of this store; it ranks the relation paths from the
 topic entities (beam search over the relation structure) and the best one is
-executed: its end nodes are the answers, each with its evidence path. Only
+executed: its end nodes are the answers, each with its evidence path (a
+question unlike all the scorer's training pairs is ranked by the paths' label
+match alone, and the notes say so). Only
 when the two best paths are close (probabilities within ``margin``) and lead
 to different answers does the bundled LLM choose among the top
 ``llm_options`` with one grammar-constrained call, so a question costs at
@@ -61,6 +63,11 @@ class LearnedPathsReasoner(Reasoner):
 
     def solve(self, question: str, topics: list[str], result: Result) -> None:
         routes = self.ranker.rank_paths(question, topics, k=self.settings.k)
+        familiar, nearest = self.ranker.familiar(question, [self.kg.name(topic) for topic in topics])
+        if not familiar:
+            result.notes.append(f"the question is unlike the scorer's training pairs (nearest {nearest:.3f}, "
+                                f"below {self.ranker.meta['familiarity'].threshold:.3f}): paths ranked by how "
+                                "well their labels match it, not by what the pairs taught")
         if not routes:
             result.notes.append("no answer found: no relation path from the topic entities reaches another node")
             return
