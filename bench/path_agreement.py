@@ -5,7 +5,9 @@ It tells whether the learned part of a scorer helps on a question set or hurts: 
 trained on the store's own questions may trust the literal label words its training
 questions say, where people's questions say other words. The sample is the one
 ``localkg eval --sample N --seed S`` asks. Only questions whose dataset names a gold path
-(PathQuestion, WC2014, MetaQA by its question type) count.
+(PathQuestion, MetaQA by its question type) count. WC-C's conjunctive gold legs are written from
+the answer to each topic, the routes from the topic, so on WC-C nothing agrees: use it on
+single-topic sets.
 
 Prints one JSON object. Usage::
 
