@@ -1,8 +1,8 @@
 """The dump-load engine: chunks of lines parsed in worker processes, written in order, checkpointed.
 
-The main process decompresses each file and cuts it into chunks of whole lines; ``spawn``ed
-workers parse chunks into :class:`ColumnBatch` columns (at most two chunks per worker in
-flight, so memory stays bounded); the main process hands them in file order to the store's
+The main process decompresses each file and cuts it into chunks of whole lines (in a thread that
+reads ahead: ``read_ahead.py``); ``spawn``ed workers parse chunks into :class:`ColumnBatch`
+columns (at most two chunks per worker in flight, so memory stays bounded); the main process hands them in file order to the store's
 :class:`GraphWriter` and checkpoints after each batch (``checkpoint.py``), so ``resume=True``
 continues after the last staged batch. A truncated or corrupt compressed file stops the load
 with :class:`LoadError` after every complete line before the damage; Ctrl-C keeps what was
@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 from localkg.errors import LoadError
 from localkg.loaders.checkpoint import Checkpoint, CheckpointStore, Position, load_identity, load_key
 from localkg.loaders.memory import arrow_uses_system_allocator, return_free_memory
+from localkg.loaders.read_ahead import read_ahead
 from localkg.loaders.rejects import RERUN_DUMP, RejectLog
 from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import compressed_position, open_binary
@@ -39,6 +40,7 @@ CHUNK_BYTES = 16 << 20
 BATCH_BYTES = 64 << 20
 READ_BYTES = 1 << 16
 IN_FLIGHT_PER_WORKER = 2
+READ_AHEAD_CHUNKS = 2  # chunks decompressed ahead in a thread while the main process stages
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, ValueError)
 _PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
@@ -381,7 +383,8 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 bar.set_postfix_str(f"{report.lines_read:,} lines, {lines_here / max(elapsed, 1e-9):,.0f} lines/s",
                                     refresh=False)
 
-            results = parse_in_order(fmt, iter_chunks(paths, checkpoint.position, chunk_bytes, fmt.cut), workers)
+            results = parse_in_order(fmt, read_ahead(iter_chunks(paths, checkpoint.position, chunk_bytes, fmt.cut),
+                                                   READ_AHEAD_CHUNKS), workers)
             damaged: LoadError | None = None
             while True:
                 try:

@@ -1,0 +1,61 @@
+"""Reading ahead in a thread: order, errors after the items before them, and stopping early."""
+from __future__ import annotations
+
+import gzip
+import threading
+from pathlib import Path
+
+import pytest
+
+from localkg.errors import LoadError
+from localkg.loaders.checkpoint import Position
+from localkg.loaders.parallel import iter_chunks
+from localkg.loaders.read_ahead import read_ahead
+
+
+def test_items_come_in_order_and_an_error_after_the_items_before_it():
+    def items():
+        yield from range(50)
+        raise ValueError("damaged")
+
+    seen = []
+    with pytest.raises(ValueError, match="damaged"):
+        for item in read_ahead(items(), 3):
+            seen.append(item)
+    assert seen == list(range(50))
+
+
+def test_closing_early_stops_the_thread_and_closes_the_source():
+    closed = threading.Event()
+
+    def items():
+        try:
+            number = 0
+            while True:
+                yield number
+                number += 1
+        finally:
+            closed.set()
+
+    reader = read_ahead(items(), 2)
+    assert [next(reader) for _ in range(3)] == [0, 1, 2]
+    reader.close()
+    assert closed.is_set()
+    assert not [thread for thread in threading.enumerate() if thread.name == "read-ahead"]
+
+
+def test_a_truncated_gzip_read_ahead_yields_every_whole_line_then_the_load_error(tmp_path: Path):
+    lines = [f"<s{n}>\t<p>\t<o{n}>\t.\n".encode() for n in range(20_000)]
+    whole = gzip.compress(b"".join(lines))
+    damaged = tmp_path / "cut.nt.gz"
+    damaged.write_bytes(whole[: len(whole) * 2 // 3])
+    direct, ahead = [], []
+    with pytest.raises(LoadError) as direct_error:
+        for chunk in iter_chunks([damaged], Position(), 4096):
+            direct.append(chunk.data)
+    with pytest.raises(LoadError) as ahead_error:
+        for chunk in read_ahead(iter_chunks([damaged], Position(), 4096), 2):
+            ahead.append(chunk.data)
+    assert ahead == direct and len(direct) > 10
+    assert str(ahead_error.value) == str(direct_error.value)
+    assert b"".join(ahead).endswith(b".\n")
