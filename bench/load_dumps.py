@@ -12,7 +12,10 @@ RSS growth check (peak RSS must not grow with dump size), and a Wikidata JSON du
 
 Prints one JSON object: triples/s for both loaders on the big file (the median of ``--repeat``
 alternating runs), their ratio (localkg / pyoxigraph; target >= 1.0; also per pair of runs), peak RSS of each run (target <= 3 GB) and the RSS growth
-from the small to the big file (target <= 20%).
+from the small to the big file (target <= 20%). Beside them, two limits of localkg's load on the
+big file: the bare parse (the Freebase format's own parser in the same worker processes, results
+discarded) and Kùzu's bare ``COPY`` of what the load stored (every table's rows exported to
+Parquet, then copied into an empty store of the same schema, the export not timed).
 """
 from __future__ import annotations
 
@@ -129,6 +132,58 @@ def child_oxigraph(path: str, db: str) -> dict:
     return {"seconds": round(seconds, 2), "triples": count}
 
 
+def child_parse(path: str, workers: str) -> dict:
+    """The load's parser alone: every chunk of ``path`` parsed by the Freebase format in the load's
+    worker processes (as many as the load uses) and thrown away."""
+    from localkg.loaders.checkpoint import Position
+    from localkg.loaders.freebase import freebase_format
+    from localkg.loaders.parallel import CHUNK_BYTES, default_workers, iter_chunks, parse_in_order
+
+    fmt = freebase_format()
+    started = time.perf_counter()
+    lines = 0
+    for _, result in parse_in_order(fmt, iter_chunks([Path(path)], Position(), CHUNK_BYTES, fmt.cut),
+                                    default_workers() if workers == "all" else int(workers)):
+        lines += result.lines
+    return {"seconds": round(time.perf_counter() - started, 2), "lines": lines}
+
+
+EXPORTS = {  # table: the query that exports its rows in the table's column order (a COPY's input)
+    "Node": "MATCH (n:Node) RETURN n.id, n.name, n.kind, n.aliases, n.description, n.types, n.value, n.datatype, "
+            "n.lang, n.hub, n.seq",
+    "Relation": "MATCH (r:Relation) RETURN r.id, r.label, r.description, r.facts",
+    "Label": "MATCH (l:Label) RETURN l.id",
+    "Names": "MATCH (l:Label)-[x:Names]->(n:Node) RETURN l.id, n.id, x.how",
+    "Fact": "MATCH (a:Node)-[f:Fact]->(b:Node) RETURN a.id, b.id, f.rel",
+    "HasRel": "MATCH (n:Node)-[s:HasRel]->(r:Relation) RETURN n.id, r.id, s.dir, s.n",
+}
+
+
+def child_kuzu_copy(db: str, scratch: str) -> dict:
+    """Kùzu's bare ``COPY`` of every row the load stored in ``db``: exported to Parquet under
+    ``scratch`` (not timed), then copied, a table at a time, into an empty store of the same schema."""
+    import kuzu
+
+    from localkg.store import schema
+
+    scratch_path = Path(scratch)
+    shutil.rmtree(scratch_path, ignore_errors=True)
+    scratch_path.mkdir(parents=True)
+    source = kuzu.Connection(kuzu.Database(str(Path(db) / schema.GRAPH_FILE), read_only=True))
+    for table, query in EXPORTS.items():
+        source.execute(f"COPY ({query}) TO '{scratch_path / table}.parquet'")
+    del source
+    target = kuzu.Connection(kuzu.Database(str(scratch_path / "copy.kuzu")))
+    for statement in schema.DDL:
+        target.execute(statement)
+    started = time.perf_counter()
+    for table in EXPORTS:
+        target.execute(f"COPY {table} FROM '{scratch_path / table}.parquet'")
+    seconds = time.perf_counter() - started
+    shutil.rmtree(scratch_path)
+    return {"seconds": round(seconds, 2)}
+
+
 def _median_run(runs: list[dict]) -> dict:
     """The run of median seconds (the slower middle one of an even count), with every run's
     seconds and the highest peak RSS of all."""
@@ -142,6 +197,10 @@ def main() -> None:
         _, _, which, *rest = sys.argv
         if which == "oxigraph":
             print(json.dumps(child_oxigraph(*rest)))
+        elif which == "parse":
+            print(json.dumps(child_parse(*rest)))
+        elif which == "kuzu-copy":
+            print(json.dumps(child_kuzu_copy(*rest)))
         else:
             kind, path, db, workers, pool_mb = rest
             print(json.dumps(child_localkg(kind, path, db, None if workers == "all" else int(workers),
@@ -206,6 +265,15 @@ def main() -> None:
         "pyoxigraph": {**oxigraph, "triples_per_s": round(lines / oxigraph["seconds"])},
         "ratio_localkg_over_pyoxigraph": round(oxigraph["seconds"] / localkg["seconds"], 3),
         "ratio_of_each_pair": [round(o["seconds"] / k["seconds"], 3) for k, o in zip(localkg_runs, oxigraph_runs)],
+    }
+    parse = run_child(["_child", "parse", str(big), args.workers])
+    copy = run_child(["_child", "kuzu-copy", str(workdir / "localkg-big"), str(workdir / "kuzu-copy")])
+    result["freebase"]["limits"] = {
+        "bare_parse": {**parse, "triples_per_s": round(lines / parse["seconds"])},
+        "kuzu_bare_copy": {**copy, "triples_per_s": round(lines / copy["seconds"])},
+        "ratio_localkg_over_bare_parse": round(parse["seconds"] / localkg["seconds"], 3),
+        "ratio_localkg_over_kuzu_bare_copy": round(copy["seconds"] / localkg["seconds"], 3),
+        "ratio_kuzu_bare_copy_over_pyoxigraph": round(oxigraph["seconds"] / copy["seconds"], 3),
     }
     result["wikidata"] = {**wd, "entities_per_s": round(wd["items"] / wd["seconds"], 1)}
     result["load_average_at_end"] = os.getloadavg()[0]
