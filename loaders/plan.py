@@ -51,8 +51,10 @@ class MeasuredRate:
 # Each format's own measurement, keyed by its options()["format"]; a format without one gets no
 # time estimate (another format's rate says nothing about it: a Wikidata JSON line is an entity).
 MEASURED_RATES = {
-    # Parsing and staging: 135,000-142,000 lines/s at 2M and 8M Freebase lines (docs/loading.md).
-    "freebase": MeasuredRate(135_000, "parsing alone", "flushes come on top and grow dearer with the store"),
+    # The whole load of a 44.9M-line generated dump in one flush: 263,470 lines/s (docs/benchmarks.md,
+    # "Dump loading").
+    "freebase": MeasuredRate(263_000, "the whole load", "measured in one flush; with several, each flush "
+                                                        "grows dearer with the store"),
     # The whole load of 20,000 generated items: 5,988 entities (lines) per second (docs/benchmarks.md,
     # "Dump loading").
     "json": MeasuredRate(5_988, "the whole load", "measured on generated items; real entities are larger, and "

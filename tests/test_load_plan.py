@@ -117,7 +117,7 @@ def test_each_format_plans_with_its_own_measured_rate_or_says_it_has_none(shared
     wikidata = time_line("wikidata", str(out))
     rates = [re.search(r"rate of ([\d,]+) lines/s", line) for line in (freebase, wikidata)]
     assert all(rates) and rates[0].group(1) != rates[1].group(1), (freebase, wikidata)
-    assert freebase.startswith("plan: parsing alone at") and wikidata.startswith("plan: the whole load at")
+    assert freebase.startswith("plan: the whole load at") and wikidata.startswith("plan: the whole load at")
     truthy = tmp_path / "truthy.nt"
     truthy.write_text("<http://www.wikidata.org/entity/Q2> <http://www.wikidata.org/prop/direct/P31> "
                       "<http://www.wikidata.org/entity/Q1> .\n", encoding="utf-8")
