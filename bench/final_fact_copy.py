@@ -38,9 +38,9 @@ from flush_memory import PeakSampler
 FILE_ROWS = 1_000_000
 
 
-def build_store(path: Path, nodes: int, facts: int) -> list[Path]:
+def build_store(path: Path, nodes: int, facts: int) -> None:
     """A store of ``nodes`` generated nodes and an empty ``Fact``; ``facts`` random facts between
-    them staged as Parquet files beside it (returned)."""
+    them staged as Parquet files beside it (``facts-NNNN.parquet``)."""
     import kuzu
 
     from localkg.store import schema
@@ -54,11 +54,9 @@ def build_store(path: Path, nodes: int, facts: int) -> list[Path]:
     (path / "nodes.parquet").unlink()
     connection.execute("CHECKPOINT")
     rng = np.random.default_rng(0)
-    files = []
     for number, low in enumerate(range(0, facts, FILE_ROWS)):
-        files.append(path / f"facts-{number:04d}.parquet")
-        pq.write_table(fact_rows(rng.integers(0, nodes, (2, min(FILE_ROWS, facts - low)))), files[-1])
-    return files
+        pq.write_table(fact_rows(rng.integers(0, nodes, (2, min(FILE_ROWS, facts - low)))),
+                       path / f"facts-{number:04d}.parquet")
 
 
 def measure_copy(store: Path, pool_mb: int) -> dict:
@@ -66,9 +64,11 @@ def measure_copy(store: Path, pool_mb: int) -> dict:
     ``Fact`` in one ``COPY``; its seconds and memory growth."""
     import kuzu
 
+    from localkg.store.copying import path_literal
+
     connection = kuzu.Connection(kuzu.Database(str(store / "graph.kuzu"), buffer_pool_size=pool_mb << 20))
     connection.execute("MATCH (n:Node) RETURN count(*)")
-    files = ", ".join(f"'{path}'" for path in sorted(store.glob("facts-*.parquet")))
+    files = ", ".join(path_literal(path) for path in sorted(store.glob("facts-*.parquet")))
     started = time.perf_counter()
     with PeakSampler() as sampler:
         connection.execute(f"COPY Fact FROM [{files}]")

@@ -165,20 +165,21 @@ def child_kuzu_copy(db: str, scratch: str) -> dict:
     import kuzu
 
     from localkg.store import schema
+    from localkg.store.copying import path_literal
 
     scratch_path = Path(scratch)
     shutil.rmtree(scratch_path, ignore_errors=True)
     scratch_path.mkdir(parents=True)
     source = kuzu.Connection(kuzu.Database(str(Path(db) / schema.GRAPH_FILE), read_only=True))
     for table, query in EXPORTS.items():
-        source.execute(f"COPY ({query}) TO '{scratch_path / table}.parquet'")
+        source.execute(f"COPY ({query}) TO {path_literal(scratch_path / f'{table}.parquet')}")
     del source
     target = kuzu.Connection(kuzu.Database(str(scratch_path / "copy.kuzu")))
     for statement in schema.DDL:
         target.execute(statement)
     started = time.perf_counter()
     for table in EXPORTS:
-        target.execute(f"COPY {table} FROM '{scratch_path / table}.parquet'")
+        target.execute(f"COPY {table} FROM {path_literal(scratch_path / f'{table}.parquet')}")
     seconds = time.perf_counter() - started
     shutil.rmtree(scratch_path)
     return {"seconds": round(seconds, 2)}

@@ -14,8 +14,8 @@ size's; writes the plot to ``--plot``. Usage (the stores of docs/results.md, "St
     OMP_NUM_THREADS=1 python bench/path_learning_curve.py --metaqa-db dbs/metaqa --pq-db dbs/pq2h \\
         --sizes 50 200 800 3200 --out runs/curve --plot docs/training_curve.png
     python bench/path_learning_curve.py ... --sizes 50 --sets pq-2h        # smoke size
-    OMP_NUM_THREADS=1 python bench/path_learning_curve.py --metaqa-db dbs/metaqa --pq-db dbs/pq2h \
-        --sizes 0 50 200 --store-questions --out runs/curve-store
+    OMP_NUM_THREADS=1 python bench/path_learning_curve.py --metaqa-db dbs/metaqa --pq-db dbs/pq2h \\
+        --sizes 0 50 200 800 --store-questions --out runs/curve-store --plot docs/training_curve_store.png
 """
 from __future__ import annotations
 

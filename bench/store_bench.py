@@ -109,6 +109,7 @@ def kuzu_copy_reference(triples: list[tuple[str, str, str]], names: dict[str, st
     import pyarrow.parquet as pq
 
     from localkg.store import schema
+    from localkg.store.copying import path_literal
 
     ids = sorted({s for s, _, _ in triples} | {o for _, _, o in triples})
     pq.write_table(pa.table({"id": ids, "name": [names.get(i, "") for i in ids], "seq": range(len(ids))}),
@@ -122,8 +123,8 @@ def kuzu_copy_reference(triples: list[tuple[str, str, str]], names: dict[str, st
     for statement in schema.DDL:
         connection.execute(statement)
     started = time.perf_counter()
-    connection.execute(f"COPY Node(id, name, seq) FROM '{work / 'copy-nodes.parquet'}'")
-    connection.execute(f"COPY Fact FROM '{work / 'copy-facts.parquet'}'")
+    connection.execute(f"COPY Node(id, name, seq) FROM {path_literal(work / 'copy-nodes.parquet')}")
+    connection.execute(f"COPY Fact FROM {path_literal(work / 'copy-facts.parquet')}")
     seconds = time.perf_counter() - started
     return {"nodes": len(ids), "facts": len(triples), "seconds": round(seconds, 2)}
 

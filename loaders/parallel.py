@@ -2,9 +2,9 @@
 
 The main process decompresses each file and cuts it into chunks of whole lines (in a thread that
 reads ahead: ``read_ahead.py``); ``spawn``ed workers parse chunks into :class:`ColumnBatch`
-columns (at most two chunks per worker in flight, so memory stays bounded); the main process hands them in file order to the store's
-:class:`GraphWriter` and checkpoints after each batch (``checkpoint.py``), so ``resume=True``
-continues after the last staged batch. A truncated or corrupt compressed file stops the load
+columns (at most two chunks per worker in flight, so memory stays bounded); the main process
+hands them in file order to the store's :class:`GraphWriter` and checkpoints after each batch
+(``checkpoint.py``), so ``resume=True`` continues after the last staged batch. A truncated or corrupt compressed file stops the load
 with :class:`LoadError` after every complete line before the damage; Ctrl-C keeps what was
 staged. docs/loading.md describes the engine in full.
 
