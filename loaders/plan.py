@@ -2,11 +2,12 @@
 
 A full dump runs for hours to days, so the load first reads a sample (the first ``SAMPLE_BYTES``
 of text of the first file), parses it with the load's own format, and scales what the sample
-made (lines, nodes, facts, names per byte; text per compressed byte) to the whole input. The
-costs per row are measured constants, each naming where it was measured. The buffer pool is then
-about a quarter of the available memory, but no larger than one flush of everything the input
-is expected to stage (a larger pool means fewer flushes, and past that it buys nothing), nor than
-leaves room for the memory the stored nodes will cost. The plan warns when even that does not fit.
+made (lines, facts, described nodes and names per byte; text per compressed byte) to the whole
+input. The peak memory is the larger of two measured costs, each a named constant saying where it
+was measured: what the load holds for the nodes it stores, and what one flush holds for the rows
+it copies. The buffer pool is a quarter of the available memory, but no larger than one flush of
+everything the input is expected to stage (a larger pool means fewer flushes, and past that it
+buys nothing). The plan warns when the peak does not fit.
 ``localkg load freebase|wikidata --plan`` prints the plan and stops.
 """
 from __future__ import annotations
@@ -21,18 +22,22 @@ import numpy as np
 
 from localkg.loaders.parallel import DumpFormat, iter_chunks, parse_chunk
 from localkg.loaders.checkpoint import Position
-from localkg.store.pool import POOL_BYTES_PER_FLUSHED_ROW
+from localkg.store.batch import ColumnBatch
+from localkg.store.pool import POOL_BYTES_PER_FLUSHED_ROW, flush_rows_for_pool
 
 SAMPLE_BYTES = 8 << 20
-POOL_SHARE_OF_MEMORY = 0.25  # a flush needs about as much memory outside the pool as in it (docs/loading.md)
+POOL_SHARE_OF_MEMORY = 0.25  # a flush needs memory outside the pool too (docs/loading.md)
 MIN_POOL_BYTES = 256 << 20
-# Peak of the 32M-line make_dump Freebase load (docs/benchmarks.md, "Dump loading": 1.96 GB with the
-# 1 GiB pool and 2 parsers) less the per-node cost below for its 5.1M nodes: the load's base.
-LOAD_BASE_BYTES = 1_300_000_000
-DEFAULT_POOL_BYTES = 1 << 30  # the pool LOAD_BASE_BYTES was measured with
-# A COPY into the fact table once it holds rows: about 130 bytes per stored node, kept until the
-# database closes (bench/copy_rel_memory.py; docs/loading.md).
-STORED_NODE_BYTES = 130
+# The two costs the peak is the larger of, fitted to seven loads of make_dump.py Freebase dumps
+# (1.25M and 5M entities; the automatic pool and 256 MiB to 2 GiB; docs/benchmarks.md, "The plan's
+# memory estimate", bench/plan_accuracy.py):
+# - what the load holds for the store: 1.39 GB with 1.94M nodes, 2.78-2.95 GB with 6.96M, whatever
+#   the pool (Kùzu's fact copy alone keeps about 140 B per stored node, bench/copy_rel_memory.py);
+LOAD_BASE_BYTES = 820_000_000
+STORED_NODE_BYTES = 290
+# - what one flush holds: 1.23 GB for a flush of 6.06M rows, 4.21 GB for one of 23.5M.
+FLUSH_BASE_BYTES = 200_000_000
+FLUSHED_ROW_BYTES = 170
 # Store size: 108 MB for 732k facts and 393k nodes in one flush (docs/loading.md, "Full dumps").
 DISK_BYTES_PER_FACT = 150
 KEY_BYTES = 8  # one BLAKE2b-64 hash per node, fact, label and name link (DB/keys/)
@@ -121,25 +126,23 @@ def available_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def choose_buffer_pool(expected_rows: int, available_bytes: int, expected_nodes: int = 0) -> tuple[int, str]:
-    """A quarter of ``available_bytes``, no more than one flush of ``expected_rows`` needs, nor than keeps
-    the estimated peak (``peak_memory``) within ``available_bytes`` with ``expected_nodes`` stored, at
-    least :data:`MIN_POOL_BYTES`; with the reason, for the plan."""
+def choose_buffer_pool(expected_rows: int, available_bytes: int) -> tuple[int, str]:
+    """A quarter of ``available_bytes``, no more than one flush of ``expected_rows`` needs, at least
+    :data:`MIN_POOL_BYTES`; with the reason, for the plan."""
     choices = [(int(available_bytes * POOL_SHARE_OF_MEMORY), f"automatic: a quarter of {_size(available_bytes)} available"),
                (max(1, expected_rows) * POOL_BYTES_PER_FLUSHED_ROW,
-                f"automatic: all {expected_rows:,} expected rows in one flush"),
-               (DEFAULT_POOL_BYTES + (available_bytes - peak_memory(DEFAULT_POOL_BYTES, expected_nodes)) // 2,
-                f"automatic: what keeps the peak within {_size(available_bytes)} with {expected_nodes:,} nodes")]
+                f"automatic: all {expected_rows:,} expected rows in one flush")]
     chosen, reason = min(choices)
     if chosen < MIN_POOL_BYTES:
         chosen, reason = MIN_POOL_BYTES, f"automatic: the minimum, {_size(MIN_POOL_BYTES)}"
     return (chosen + (1 << 20) - 1) >> 20 << 20, reason
 
 
-def peak_memory(buffer_pool_bytes: int, nodes: int) -> int:
-    """The load's estimated peak: its measured base, a pool above the measured 1 GiB twice (itself and
-    about as much outside it, docs/loading.md), and the fact copy's cost per stored node."""
-    return LOAD_BASE_BYTES + 2 * max(0, buffer_pool_bytes - DEFAULT_POOL_BYTES) + STORED_NODE_BYTES * nodes
+def peak_memory(buffer_pool_bytes: int, nodes: int, rows: int) -> int:
+    """The load's estimated peak with ``nodes`` stored in the end and ``rows`` (nodes and facts) staged
+    in all: what it holds for the store, or what its largest flush holds, whichever is more."""
+    rows_per_flush = min(rows, flush_rows_for_pool(buffer_pool_bytes))
+    return max(LOAD_BASE_BYTES + STORED_NODE_BYTES * nodes, FLUSH_BASE_BYTES + FLUSHED_ROW_BYTES * rows_per_flush)
 
 
 def plan_load(paths: Sequence[str | Path], fmt: DumpFormat, buffer_pool_bytes: int | None = None,
@@ -157,8 +160,17 @@ def plan_load(paths: Sequence[str | Path], fmt: DumpFormat, buffer_pool_bytes: i
     compressed = chunk.compressed or chunk.size
     scale = (input_bytes * chunk.size / compressed) / chunk.size  # whole input's text per sample byte
     return _plan(input_bytes, chunk.size, int(input_bytes * chunk.size / compressed), int(result.lines * scale),
-                 int(len(np.unique(batch.fact_hashes)) * scale), int(len(np.unique(batch.node_hashes)) * scale),
+                 int(len(np.unique(batch.fact_hashes)) * scale), int(_described_nodes(batch) * scale),
                  int(batch.names.num_rows * scale), format, buffer_pool_bytes, available_bytes)
+
+
+def _described_nodes(batch: ColumnBatch) -> int:
+    """The sample's distinct described nodes: subjects and literals. The nodes it only names as
+    objects are left out: a dump describes most of them elsewhere, and a sample counts those it
+    shares with other chunks again (the 5M-entity dump's sample put them at 8.6M, against none left
+    bare by the whole load). Literals are counted as if none repeated, an upper bound."""
+    described = batch.nodes.column("described").to_numpy(zero_copy_only=False)
+    return len(np.unique(batch.node_hashes[described]))
 
 
 def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, nodes: int, names: int, format: str,
@@ -166,11 +178,11 @@ def _plan(input_bytes: int, sample: int, text: int, lines: int, facts: int, node
     rows = facts + nodes
     available = available_memory_bytes() if available_bytes is None else available_bytes
     if buffer_pool_bytes is None:
-        pool, reason = choose_buffer_pool(rows, available, nodes)
+        pool, reason = choose_buffer_pool(rows, available)
     else:
         pool, reason = buffer_pool_bytes, "--buffer-pool-mb"
-    per_flush = max(1, pool // POOL_BYTES_PER_FLUSHED_ROW)
-    peak = peak_memory(pool, nodes)
+    per_flush = flush_rows_for_pool(pool)
+    peak = peak_memory(pool, nodes, rows)
     disk = DISK_BYTES_PER_FACT * facts + KEY_BYTES * (facts + nodes + 2 * names)
     rate = MEASURED_RATES.get(format)
     return LoadPlan(input_bytes, sample, text, lines, facts, nodes, names, pool, reason, per_flush,
