@@ -25,13 +25,15 @@ from tqdm import tqdm
 
 from localkg.errors import LoadError
 from localkg.loaders.checkpoint import load_key
+from localkg.loaders.delimited_columns import plain_block
 from localkg.loaders.rejects import NUL_REASON, RejectLog, has_nul
 from localkg.loaders.report import LoadReport
 from localkg.loaders.sources import iter_lines, iter_lines_with_position, open_binary
 from localkg.store.kg import KG
-from localkg.store.batch import FactBatch
+from localkg.store.batch import ColumnBatch, FactBatch
 
 FORMATS = ("auto", "tsv", "csv", "psv", "nt", "ttl", "jsonl")
+DELIMITERS = {"tsv": "\t", "psv": "|", "csv": ","}  # the formats a block of plain lines may take as columns
 BATCH_LINES = 100_000
 BOM = "\ufeff"  # a UTF-8 byte order mark, dropped from the start of a file
 
@@ -252,12 +254,13 @@ def load_triples(kg: KG, paths: Sequence[str | Path], format: str = "auto", name
             for index, path in enumerate(map(Path, paths)):
                 fmt = detect_format(path) if format == "auto" else format
                 batches = (_turtle_batches(path, batch_lines, report, rejects) if fmt == "ttl"
-                           else _line_batches(path, fmt, batch_lines, report, rejects))
+                           else _line_batches(path, fmt, batch_lines, report, rejects, name_map))
                 bar = tqdm(total=path.stat().st_size, unit="B", unit_scale=True, desc=path.name,
                            disable=not progress, leave=False)
                 with bar:
                     for batch, position, last_line in batches:
-                        _apply_names(batch, name_map)
+                        if isinstance(batch, FactBatch):  # columns come with their names
+                            _apply_names(batch, name_map)
                         report.add_written(writer.write(batch, {"load": key, "through": [index, last_line]}))
                         report.chunks += 1
                         rejects.written_through(report.facts_loaded, str(path), last_line)
@@ -321,27 +324,45 @@ def _line_parser(fmt: str, path: Path) -> Callable[[str, FactBatch], tuple[str, 
             return mapper.add(triples[0], batch)
 
         return parse_nt
-    split: Callable[[str], tuple[str, str, str]] = {
+    return _PlainLines(fmt)
+
+
+class _PlainLines:
+    """The parser of the non-RDF formats: three fields a line, the file's first data line skipped
+    when it names the columns (``_is_header``); ``seen_data`` says whether that line has passed."""
+
+    SPLITTERS: dict[str, Callable[[str], tuple[str, str, str]]] = {
         "tsv": lambda line: _split(line, "\t"),
         "psv": lambda line: _split(line, "|"),
         "csv": _parse_csv,
         "jsonl": _parse_jsonl,
-    }[fmt]
+    }
 
-    seen_data = False
+    def __init__(self, fmt: str):
+        self.split = self.SPLITTERS[fmt]
+        self.separator = DELIMITERS.get(fmt)
+        self.seen_data = False
 
-    def parse_plain(line: str, batch: FactBatch) -> tuple[str, str, str] | None:
-        nonlocal seen_data
-        head, relation, tail = split(line)
-        if not seen_data and _is_header((head, relation, tail)):
+    def __call__(self, line: str, batch: FactBatch) -> tuple[str, str, str] | None:
+        head, relation, tail = self.split(line)
+        if not self.seen_data and _is_header((head, relation, tail)):
             raise Header
-        seen_data = True
+        self.seen_data = True
         for node_id in (head, tail):
             if node_id not in batch.nodes:
                 batch.add_entity(node_id, name=node_id)
         return head, relation, tail
 
-    return parse_plain
+    def columns(self, raw_lines: list[bytes], names: dict[str, str]) -> ColumnBatch | None:
+        """The block as columns when every line in it is plain (``delimited_columns``), else None."""
+        if self.separator is None:
+            return None
+        if not self.seen_data and _is_header(tuple(field.strip() for field in raw_lines[0].decode(
+                "utf-8", "replace").split(self.separator))):
+            return None
+        batch = plain_block(raw_lines, self.separator, quotes_allowed=self.separator != ",", names=names)
+        self.seen_data = self.seen_data or batch is not None
+        return batch
 
 
 def _without_line(message: str) -> str:
@@ -354,24 +375,48 @@ def _without_line(message: str) -> str:
     return re.sub(r" \(line 1\)$", "", message).replace(" at line 1 between", " between")
 
 
-def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
-                  rejects: RejectLog) -> Iterator[tuple[FactBatch, int, int]]:
-    """The file's lines parsed into batches, each with the bytes of the file (compressed, for a
-    compressed file) read by its end and its last line's number. A damaged file (a
-    truncated ``.gz``) ends with its last batch, every complete line before the damage in it,
-    then :class:`LoadError` saying so."""
+def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport, rejects: RejectLog,
+                  names: dict[str, str]) -> Iterator[tuple[FactBatch | ColumnBatch, int, int]]:
+    """The file's lines parsed into batches of ``batch_lines`` lines, each with the bytes of the
+    file (compressed, for a compressed file) read by its end and its last line's number. A block
+    of plain delimited lines becomes columns at once (``delimited_columns``, names applied), any
+    other block is parsed line by line. A damaged file (a truncated ``.gz``) ends with its last
+    batch, every complete line before the damage in it, then :class:`LoadError` saying so."""
     parse = _line_parser(fmt, path)
-    batch, in_batch, number_read, position = FactBatch(), 0, 0, 0
     lines = iter_lines_with_position(path)
-    while True:
+    position, number_read, damage = 0, 0, None
+    while damage is None:
+        block: list[tuple[int, bytes]] = []
         try:
-            number, raw, position = next(lines)
-        except StopIteration:
+            for number, raw, position in lines:
+                block.append((number, raw))
+                if len(block) == batch_lines:
+                    break
+        except LoadError as error:
+            damage = error
+        if not block and damage is None:
             break
-        except LoadError as damage:
-            yield batch, position, number_read
-            raise LoadError(f"{damage}; the {number_read:,} lines read before it were loaded") from None
-        number_read = number
+        number_read = block[-1][0] if block else number_read
+        columns = parse.columns([raw for _, raw in block], names) if isinstance(parse, _PlainLines) and block else None
+        if columns is not None:
+            report.lines_read += len(block)
+            batch: FactBatch | ColumnBatch = columns
+        else:
+            batch = _parse_lines(path, block, parse, report, rejects)
+        end = position if damage is not None or len(block) == batch_lines else path.stat().st_size
+        if len(batch) or (isinstance(batch, FactBatch) and batch.nodes) or damage is not None:
+            yield batch, end, number_read
+        if len(block) < batch_lines:
+            break
+    if damage is not None:
+        raise LoadError(f"{damage}; the {number_read:,} lines read before it were loaded") from None
+
+
+def _parse_lines(path: Path, block: list[tuple[int, bytes]], parse: Callable[[str, FactBatch], tuple[str, str, str] | None],
+                 report: LoadReport, rejects: RejectLog) -> FactBatch:
+    """A block of lines parsed one by one: rejects with their line numbers, skips counted."""
+    batch = FactBatch()
+    for number, raw in block:
         report.lines_read += 1
         try:
             line = raw.decode("utf-8")
@@ -399,12 +444,7 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport,
             report.attributes += 1
         else:
             batch.add_fact(*fact)
-        in_batch += 1
-        if in_batch == batch_lines:
-            yield batch, position, number
-            batch, in_batch = FactBatch(), 0
-    if batch.heads or batch.nodes:
-        yield batch, path.stat().st_size, number_read
+    return batch
 
 
 def _skip(report: LoadReport, reason: str) -> None:

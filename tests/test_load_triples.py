@@ -256,19 +256,19 @@ def test_max_rejects_stops_with_a_clear_error(kg: KG, tmp_path: Path) -> None:
 
 def test_max_rejects_stops_at_reject_n_plus_1_keeping_only_the_batches_before_it(kg: KG, tmp_path: Path) -> None:
     """As in the dump loaders (one mechanism, loaders/rejects.py): --max-rejects 1 stops at the
-    second reject; the batch that holds it (line 3's fact too) is not written, the batch before
-    is, and the message says so and how to go on."""
+    second reject; the batch that holds it (line 6's fact too; batches are ``batch_lines`` lines
+    read) is not written, the batches before are, and the message says so and how to go on."""
     path = tmp_path / "kg.psv"
     path.write_text("a|r|b\nc|r|d\ne|r|f\nbad\nbad\ng|r|h\n", encoding="utf-8")
     with pytest.raises(TooManyRejectsError) as stopped:
         load_triples(kg, [path], max_rejects=1, batch_lines=2, progress=False)
     stored = set(map(tuple, kg.execute("MATCH (a:Node)-[f:Fact]->(b:Node) RETURN a.id, f.rel, b.id").get_all()))
-    assert stored == {("a", "r", "b"), ("c", "r", "d")}
+    assert stored == {("a", "r", "b"), ("c", "r", "d"), ("e", "r", "f")}
     rows = [line.split("\t") for line in (kg.path / "rejects.tsv").read_text(encoding="utf-8").splitlines()[1:]]
     assert [row[1] for row in rows] == ["4", "5"]
     assert (f"more than 1 lines rejected (--max-rejects 1): the load stopped at {path}:5 (expected 3 fields "
-            f"separated by '|', found 1) before writing the batch that holds it, so the store holds the 2 new facts "
-            f"of the lines up to {path}:2 and nothing of the lines after") in str(stopped.value)
+            f"separated by '|', found 1) before writing the batch that holds it, so the store holds the 3 new facts "
+            f"of the lines up to {path}:4 and nothing of the lines after") in str(stopped.value)
     assert "fix the file and load it again" in str(stopped.value)
     with pytest.raises(TooManyRejectsError, match="the store holds nothing of this load"):
         load_triples(kg, [path], max_rejects=0, progress=False)

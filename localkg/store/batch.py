@@ -232,6 +232,12 @@ def entity_node_table(ids: pa.Array, names: pa.Array, aliases: pa.Array, descrip
                                       "explicit": True, "described": True})
 
 
+def named_node_table(ids: pa.Array, names: pa.Array, explicit: pa.Array) -> pa.Table:
+    """Rows for entities known by a name alone (what ``_node_table`` makes of
+    :meth:`FactBatch.add_entity` with a name and nothing else)."""
+    return _constant_node_table(ids, {"name": names, "explicit": explicit, "described": True})
+
+
 def _bare_node_table(ids: pa.Array) -> pa.Table:
     """Rows for nodes a batch only mentions (what ``_node_table`` makes of :data:`_BARE`)."""
     return _constant_node_table(ids, {"described": False})
