@@ -61,13 +61,23 @@ def tree_rss_kib(root: int) -> int:
     return total
 
 
+def peak_while_running(process: subprocess.Popen) -> tuple[int, float]:
+    """Wait for ``process``, sampling its tree RSS every 0.1 s: the peak in KiB, and the seconds
+    after this call began at which it came."""
+    started = time.perf_counter()
+    peak, peak_at = 0, 0.0
+    while process.poll() is None:
+        resident = tree_rss_kib(process.pid)
+        if resident > peak:
+            peak, peak_at = resident, time.perf_counter() - started
+        time.sleep(0.1)
+    return peak, peak_at
+
+
 def run_child(args: list[str]) -> dict:
     """Run this script as a child doing one load; return its JSON plus peak tree RSS."""
     process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, tree_rss_kib(process.pid))
-        time.sleep(0.1)
+    peak, _ = peak_while_running(process)
     output = process.stdout.read() if process.stdout else ""
     if process.returncode != 0:
         raise SystemExit(f"child {args} failed with {process.returncode}")

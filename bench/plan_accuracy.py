@@ -6,8 +6,8 @@ start it on this machine. This script generates Freebase-format dumps with
 ``../shared/tools/make_dump.py`` (reusing those a ``--workdir`` already holds), plans each with
 the buffer pools given (0: the plan's automatic choice, as a user gets it), then runs
 ``localkg load freebase`` with the same pool in a child process and samples the peak resident
-memory of the child and its workers every 0.1 s (bench/load_dumps.py's ``tree_rss_kib``), and when it peaked. Each
-load runs alone; run the script alone on the machine.
+memory of the child and its workers every 0.1 s, and when it peaked (bench/load_dumps.py's
+``peak_while_running``). Each load runs alone; run the script alone on the machine.
 
     python bench/plan_accuracy.py --entities 1250000 5000000 --buffer-pool-mb 0 2048 --workdir /tmp/ld5m
 
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from load_dumps import make_dump, tree_rss_kib  # bench/ is on the path when run as a script
+from load_dumps import make_dump, peak_while_running  # bench/ is on the path when run as a script
 
 
 def measured_load(dump: Path, db: Path, pool_mb: int) -> dict:
@@ -34,20 +34,15 @@ def measured_load(dump: Path, db: Path, pool_mb: int) -> dict:
     command += ["--buffer-pool-mb", str(pool_mb)] if pool_mb else []
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    peak_kib, peak_at = 0, 0.0
-    while process.poll() is None:
-        resident = tree_rss_kib(process.pid)
-        if resident > peak_kib:
-            peak_kib, peak_at = resident, time.perf_counter() - started
-        time.sleep(0.1)
+    peak_kib, peak_at = peak_while_running(process)
     seconds = time.perf_counter() - started
     output = process.stdout.read() if process.stdout else ""
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed with {process.returncode}")
     report = json.loads(output)
     shutil.rmtree(db, ignore_errors=True)
-    return {"seconds": round(seconds, 1), "peak_rss_bytes": peak_kib * 1024, "peak_at_seconds": round(peak_at, 1), "facts": report["facts_loaded"],
-            "nodes": report["nodes_added"]}
+    return {"seconds": round(seconds, 1), "peak_rss_bytes": peak_kib * 1024, "peak_at_seconds": round(peak_at, 1),
+            "facts": report["facts_loaded"], "nodes": report["nodes_added"]}
 
 
 def main() -> None:

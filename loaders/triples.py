@@ -412,8 +412,9 @@ def _line_batches(path: Path, fmt: str, batch_lines: int, report: LoadReport, re
         raise LoadError(f"{damage}; the {number_read:,} lines read before it were loaded") from None
 
 
-def _parse_lines(path: Path, block: list[tuple[int, bytes]], parse: Callable[[str, FactBatch], tuple[str, str, str] | None],
-                 report: LoadReport, rejects: RejectLog) -> FactBatch:
+def _parse_lines(path: Path, block: list[tuple[int, bytes]],
+                 parse: Callable[[str, FactBatch], tuple[str, str, str] | None], report: LoadReport,
+                 rejects: RejectLog) -> FactBatch:
     """A block of lines parsed one by one: rejects with their line numbers, skips counted."""
     batch = FactBatch()
     for number, raw in block:
