@@ -169,6 +169,17 @@ def load() -> None:
     """Load triples, a Freebase dump or a Wikidata dump into a database."""
 
 
+def note_key_rebuild(db: Path) -> None:
+    """Say so when this load must first rebuild the store's hash sets (an earlier localkg hashed
+    their keys differently): one pass over what the store holds, before any line is read."""
+    from localkg.store.dedupe import outdated_key_sets
+
+    outdated = outdated_key_sets(db)
+    if outdated:
+        click.echo(f"note: {db} was written by an earlier localkg whose key hashes differ; its hash sets "
+                   f"({', '.join(outdated)}) are rebuilt from the database first", err=True)
+
+
 def print_load_report(report: "LoadReport", as_json: bool) -> None:
     """Print a load's report as a table or JSON."""
     data = report.to_json()
@@ -206,6 +217,7 @@ def load_triples_command(paths: tuple[Path, ...], db: Path, fmt: str, names: Pat
     from localkg.loaders.triples import load_triples
     from localkg.store import KG
 
+    note_key_rebuild(db)
     with KG.open(db, create=True) as kg:
         kg.record_source("triples", paths, *(["--names", str(names.resolve())] if names else []))
         report = load_triples(kg, paths, format=fmt, names=names, max_rejects=max_rejects)
@@ -689,6 +701,7 @@ def load_freebase_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     plan = _plan_load(paths, freebase_format(lang.split(","), filter_path), buffer_pool_mb, plan_only, as_json, quiet)
     if plan is None:
         return
+    note_key_rebuild(db)
     with open_for_loading(db, plan.buffer_pool_bytes) as kg:
         kg.record_source("freebase", paths, "--lang", lang,
                         *(["--filter", str(filter_path.resolve())] if filter_path else []))
@@ -721,6 +734,7 @@ def load_wikidata_command(paths: tuple[Path, ...], db: Path, lang: str, resume: 
     plan = _plan_load(paths, dump_format, buffer_pool_mb, plan_only, as_json, quiet)
     if plan is None:
         return
+    note_key_rebuild(db)
     with open_for_loading(db, plan.buffer_pool_bytes) as kg:
         kg.record_source("wikidata", paths, "--lang", lang, "--ranks", ranks, "--format", fmt,
                         *(["--qualifiers"] if qualifiers else []))

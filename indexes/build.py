@@ -160,7 +160,7 @@ def build_entity_index(kg: KG, embedder: TextEncoder, index_type: str = "auto", 
     if index.meta.complete and index.meta.generation == generation:
         return BuildReport(ENTITIES, index.meta.index_type, 0, kept, time.perf_counter() - started,
                            model=index.meta.model, kept=kept, up_to_date=True)
-    embedded = sorted_distinct(hash_keys(index.ids.to_pylist()))
+    embedded = sorted_distinct(hash_keys(index.ids))
     batch = _EmbeddingBatch(index, embedder, generation, checkpoint_vectors)
     bar = tqdm(total=expected, unit="entity", desc=f"entity index ({embedder.model_name})", disable=not progress)
     new_entities = 0

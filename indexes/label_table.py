@@ -31,7 +31,9 @@ from localkg.store.keyset import find_sorted, hash_keys
 from localkg.store.kg import KG
 
 LABELS = "labels"
-FORMAT_VERSION = 3
+#: 4: the hashes are ``keyset.hash_keys``' own 64-bit fold, no longer BLAKE2b-64 (a table of an
+#: earlier format is not read; `localkg index build` writes it again).
+FORMAT_VERSION = 4
 META_FILE = "meta.json"
 LABELS_FILE = "labels.arrow"
 NAMES_FILE = "names.arrow"

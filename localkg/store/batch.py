@@ -132,9 +132,9 @@ def column_batch(heads: pa.Array, relations: pa.Array, tails: pa.Array, nodes: d
         node_table = pa.concat_tables([node_table, _bare_node_table(bare)])
     return ColumnBatch(
         facts=pa.table([heads, tails, relations], schema=FACT_SCHEMA),
-        fact_hashes=hash_keys(pc.binary_join_element_wise(heads, relations, tails, SEP).to_pylist()),
+        fact_hashes=hash_keys(pc.binary_join_element_wise(heads, relations, tails, SEP)),
         nodes=node_table,
-        node_hashes=hash_keys(node_table.column("id").to_pylist()),
+        node_hashes=hash_keys(node_table.column("id")),
         **_name_columns(node_table),
         relation_info=dict(relation_info),
     )

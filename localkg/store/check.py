@@ -22,7 +22,7 @@ from localkg.errors import DatabaseDamagedError
 from localkg.store import schema
 from localkg.store import seal
 from localkg.store.copying import path_literal
-from localkg.store.dedupe import KEYSETS, key_set_sizes
+from localkg.store.dedupe import KEYSETS, key_set_sizes, outdated_key_sets
 from localkg.store.kg import KG, open_database, read_manifest
 from localkg.store.recovery import recover, write_state
 from localkg.store.staging import staged_batches
@@ -156,6 +156,10 @@ def _state_problems(kg: KG) -> list[str]:
     if wrong:
         problems.append(f"the deduplication hash sets disagree with the store: {', '.join(wrong)}; "
                         "`--repair` rebuilds them")
+    outdated = outdated_key_sets(kg.path)
+    if outdated:
+        problems.append(f"the deduplication hash sets {', '.join(outdated)} were hashed by an earlier localkg; "
+                        "`--repair` or the next load rebuilds them")
     facts = kg.rows("MATCH (r:Relation) RETURN sum(r.facts)")[0][0] or 0
     if facts != state.held["facts"]:
         problems.append(f"the relation catalogue counts {facts:,} facts, the store holds {state.held['facts']:,}")

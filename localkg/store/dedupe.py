@@ -4,7 +4,8 @@ One :class:`~localkg.store.keyset.KeySet` per kind of key (:data:`KEYSETS`): nod
 its sequence number), facts, labels and name links. A staged batch adds its keys to the sets
 right after it is staged, so a process that dies in between leaves sets that count fewer keys
 than the database and the staged batches hold; the next writer sees the counts disagree and
-rebuilds the sets from both (:func:`rebuild_key_sets`).
+rebuilds the sets from both (:func:`rebuild_key_sets`). So it does for sets hashed by another
+function than today's (``keyset.HASH_FUNCTION``: a store written before it).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 
 from localkg.store import schema
 from localkg.store.batch import SEP
-from localkg.store.keyset import KeySet, hash_keys
+from localkg.store.keyset import HASH_FUNCTION, KeySet, hash_function_of, hash_keys
 
 if TYPE_CHECKING:
     from localkg.store.kg import KG
@@ -43,20 +44,29 @@ def open_key_sets(store: Path) -> KeySets:
     return {name: KeySet(store / schema.KEYS_DIR / name, with_values=name == "nodes") for name in KEYSETS}
 
 
+def outdated_key_sets(store: Path) -> list[str]:
+    """The hash sets of the store at ``store`` whose keys another function hashed (a store an
+    earlier localkg wrote): its next writer rebuilds them from the database (:func:`keys_agree`)."""
+    return [name for name in KEYSETS if (directory := store / schema.KEYS_DIR / name).is_dir()
+            and any(directory.glob("run-*.npy")) and hash_function_of(directory) != HASH_FUNCTION]
+
+
 def key_set_sizes(store: Path) -> dict[str, int]:
     """How many keys each hash set of the store at ``store`` holds."""
     return {name: len(keys) for name, keys in open_key_sets(store).items()}
 
 
 def keys_agree(keys: KeySets, expected: dict[str, int]) -> bool:
-    """Whether the sets count the ``expected`` keys (and the node set has its sequence numbers)."""
-    return all(len(keys[name]) == expected[name] for name in KEYSETS) and keys["nodes"].has_values
+    """Whether the sets count the ``expected`` keys, were hashed by today's function, and the node
+    set has its sequence numbers."""
+    return (all(len(keys[name]) == expected[name] and keys[name].hashed_by == HASH_FUNCTION for name in KEYSETS)
+            and keys["nodes"].has_values)
 
 
 def rebuild_key_sets(kg: "KG", keys: KeySets, batches: list[Path]) -> None:
     """Recompute every hash set from the database and the staged ``batches`` (after a crash
-    between staging a batch and saving the sets, or on a set written before nodes had sequence
-    numbers).
+    between staging a batch and saving the sets, on a set written before nodes had sequence
+    numbers, or on one hashed by an earlier function).
 
     The joins (facts, name links) are read in ranges of their first node's offset: one query
     over every fact needed more than a 256 MiB buffer pool on an 8M-line Freebase load, a
@@ -85,7 +95,7 @@ def rebuild_key_sets(kg: "KG", keys: KeySets, batches: list[Path]) -> None:
                 staged = pq.read_table(path, columns=columns + (["seq"] if keyset.with_values else []))
                 joined = (staged.column(columns[0]) if len(columns) == 1 else
                           pc.binary_join_element_wise(*(staged.column(c) for c in columns), SEP))
-                hashes = hash_keys(joined.to_pylist())
+                hashes = hash_keys(joined)
                 fresh = ~keyset.contains(hashes)  # a flush cut off between its steps stored some
                 keyset.add(hashes[fresh], staged.column("seq").to_numpy()[fresh] if keyset.with_values else None)
         keyset.compact()

@@ -2,7 +2,7 @@
 
 Kùzu has no unique constraint on relationship rows and refuses duplicate
 primary keys in ``COPY``, and asking it for each key is slow at dump scale. So
-each kind of key keeps BLAKE2b-64 hashes on disk as sorted, memory-mapped NumPy
+each kind of key keeps 64-bit hashes (:func:`hash_keys`) on disk as sorted, memory-mapped NumPy
 runs, merged LSM-style (newest runs merge while the run before them is no
 larger), so N keys added in batches of b make at most log2(N/b) + 1 runs, and a
 merge streams in blocks of :data:`MERGE_BLOCK_KEYS`, so memory stays bounded.
@@ -13,7 +13,6 @@ The collision risk of 64-bit hashes is discussed in docs/architecture.md.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -21,16 +20,76 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+import pyarrow as pa
 
 MERGE_BLOCK_KEYS = 1 << 23
+_HASH_FILE = "hash"
 _RUN_NAME = re.compile(r"run-(\d+)(?:-(\d+))?\.npy")
 
 
-def hash_keys(keys: Iterable[str]) -> np.ndarray:
-    """Stable 64-bit hashes of strings (BLAKE2b, independent of PYTHONHASHSEED)."""
-    blake = hashlib.blake2b
-    digests = b"".join([blake(k.encode("utf-8", "surrogatepass"), digest_size=8).digest() for k in keys])
-    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+#: Names the function :func:`hash_keys` computes; a store's hash sets record it (``dedupe``), and sets
+#: hashed by another one are rebuilt from the database when a writer opens the store.
+HASH_FUNCTION = "fold64-v1"
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xBF58476D1CE4E5B9)
+_M3 = np.uint64(0x94D049BB133111EB)
+_WORD = 8
+
+
+def hash_keys(keys: pa.Array | pa.ChunkedArray | Iterable[str]) -> np.ndarray:
+    """Stable 64-bit hashes of strings (independent of PYTHONHASHSEED), one per key.
+
+    Vectorised over an Arrow string or binary array's buffers, so a batch of keys costs a few NumPy
+    passes per 8 bytes of its longest key, not a Python call per key: each key's UTF-8 bytes are
+    read as little-endian 64-bit words (the last one zero-padded), and each word is folded into a
+    state seeded by the key's length, through SplitMix64's finaliser (a bijection with full
+    avalanche). Python strings are encoded first (lone surrogates kept, as ``surrogatepass``).
+
+    >>> hash_keys(["m.0abc"]).tolist() == hash_keys(pa.array(["m.0abc"])).tolist()
+    True
+    >>> len(set(hash_keys(["", "a", "a\\x00", "b"]).tolist()))
+    4
+    """
+    if isinstance(keys, pa.ChunkedArray):
+        chunks = [_hash_array(chunk) for chunk in keys.chunks]
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
+    if not isinstance(keys, pa.Array):
+        keys = pa.array([key.encode("utf-8", "surrogatepass") for key in keys], pa.large_binary())
+    return _hash_array(keys)
+
+
+def _mix(state: np.ndarray) -> np.ndarray:
+    state = (state ^ (state >> np.uint64(30))) * _M2
+    state = (state ^ (state >> np.uint64(27))) * _M3
+    return state ^ (state >> np.uint64(31))
+
+
+def _hash_array(keys: pa.Array) -> np.ndarray:
+    if keys.null_count:
+        raise ValueError("a key to hash is null")
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    binary = keys.cast(pa.large_binary())
+    _validity, offsets_buffer, data_buffer = binary.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64, count=len(binary) + 1, offset=binary.offset * 8)
+    first, end = int(offsets[0]), int(offsets[-1])
+    padded = np.zeros(end - first + _WORD, dtype=np.uint8)  # every key's last word may read past its end
+    if data_buffer is not None:
+        padded[:end - first] = np.frombuffer(data_buffer, dtype=np.uint8, count=end - first, offset=first)
+    # the 64-bit word starting at every byte (an unaligned, overlapping view: no copy)
+    words_at = np.ndarray(shape=(end - first + 1,), dtype="<u8", buffer=padded, strides=(1,))
+    starts = offsets[:-1] - first
+    lengths = np.diff(offsets)
+    state = _mix(lengths.astype(np.uint64) ^ _M1)
+    word_counts = (lengths + _WORD - 1) // _WORD
+    for word in range(int(word_counts.max(initial=0))):
+        rows = np.flatnonzero(word_counts > word)
+        value = words_at[starts[rows] + _WORD * word]
+        left = lengths[rows] - _WORD * word
+        partial = left < _WORD
+        value[partial] &= (np.uint64(1) << (left[partial] * 8).astype(np.uint64)) - np.uint64(1)
+        state[rows] = _mix((state[rows] ^ value) * _M1)
+    return state
 
 
 def sorted_distinct(hashes: np.ndarray) -> np.ndarray:
@@ -138,9 +197,19 @@ class _Run:
         return self.path.with_suffix(".values.npy")
 
 
+def hash_function_of(directory: Path) -> str | None:
+    """The hash function a set's directory names; None for a set written before sets named it
+    (BLAKE2b-64)."""
+    try:
+        return (Path(directory) / _HASH_FILE).read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
 class KeySet:
     """A set of uint64 hashes stored as sorted runs in one directory; with ``with_values``, a map
-    from each hash to an int64 value."""
+    from each hash to an int64 value. The directory's ``hash`` file names the function that hashed
+    its keys (:data:`HASH_FUNCTION`, written when the set starts empty)."""
 
     def __init__(self, directory: Path, with_values: bool = False):
         self.directory = Path(directory)
@@ -150,6 +219,16 @@ class KeySet:
         self._arrays: list[np.ndarray] = []
         self._values: list[np.ndarray | None] = []
         self._load_runs()
+        if not self._runs and self.hashed_by is None:
+            self._mark_hash_function()
+
+    @property
+    def hashed_by(self) -> str | None:
+        """The hash function of the set's keys (:func:`hash_function_of`)."""
+        return hash_function_of(self.directory)
+
+    def _mark_hash_function(self) -> None:
+        write_atomically(self.directory / _HASH_FILE, lambda handle: handle.write(HASH_FUNCTION.encode()))
 
     def _load_runs(self) -> None:
         """Read the run files, oldest first, deleting runs that a completed merge covers, values
@@ -237,10 +316,12 @@ class KeySet:
             self._merge(0)
 
     def clear(self) -> None:
-        """Forget every key (used before a rebuild from the database)."""
+        """Forget every key (used before a rebuild from the database, which hashes them with
+        today's function)."""
         for path in self.directory.glob("run-*"):
             path.unlink()
         self._load_runs()
+        self._mark_hash_function()
 
     def _merge(self, start: int) -> None:
         """Merge the runs from position ``start`` on into one that names their whole range (its

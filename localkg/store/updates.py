@@ -126,7 +126,7 @@ def _apply_range(kg: "KG", rows: pa.Table, low: int, high: int) -> None:
 
 def sequence_numbers(node_keys: KeySet, ids: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """The sequence numbers of stored or staged nodes (from the node hash set)."""
-    seq = node_keys.lookup(hash_keys(ids.to_pylist()))
+    seq = node_keys.lookup(hash_keys(ids))
     if (seq < 0).any():
         raise LoadError(f"{int((seq < 0).sum())} updated nodes are neither staged nor stored")
     return seq
