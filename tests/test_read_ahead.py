@@ -37,11 +37,16 @@ def test_closing_early_stops_the_thread_and_closes_the_source():
         finally:
             closed.set()
 
+    def read_ahead_threads() -> set[threading.Thread]:
+        return {thread for thread in threading.enumerate() if thread.name == "read-ahead"}
+
+    before = read_ahead_threads()   # an earlier test's reader that the collector has not closed yet
     reader = read_ahead(items(), 2)
     assert [next(reader) for _ in range(3)] == [0, 1, 2]
+    assert read_ahead_threads() - before
     reader.close()
     assert closed.is_set()
-    assert not [thread for thread in threading.enumerate() if thread.name == "read-ahead"]
+    assert not read_ahead_threads() - before
 
 
 def test_a_truncated_gzip_read_ahead_yields_every_whole_line_then_the_load_error(tmp_path: Path):
