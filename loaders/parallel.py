@@ -21,6 +21,7 @@ import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from collections import Counter, deque
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -383,26 +384,29 @@ def load_dump(kg: Any, paths: Sequence[str | Path], fmt: DumpFormat, *, resume: 
                 bar.set_postfix_str(f"{report.lines_read:,} lines, {lines_here / max(elapsed, 1e-9):,.0f} lines/s",
                                     refresh=False)
 
-            results = parse_in_order(fmt, read_ahead(iter_chunks(paths, checkpoint.position, chunk_bytes, fmt.cut),
-                                                   READ_AHEAD_CHUNKS), workers)
             damaged: LoadError | None = None
-            while True:
-                try:
-                    meta, result = next(results)
-                except StopIteration:
-                    break
-                except LoadError as error:  # a damaged file: load what was read before the damage
-                    damaged = error
-                    break
-                crash_point("parsed")
-                for number, reason, raw in result.rejects:  # past --max-rejects: stops before the batch is staged
-                    rejects.reject(str(paths[meta.file]), number, reason, raw)
-                state_changed = fmt.absorb(result, checkpoint.state) or state_changed
-                parts.append(result.batch)
-                result.batch = FactBatch()
-                parsed.append((meta, result))
-                if sum(m.size for m, _ in parsed) >= batch_bytes:
-                    write_batch()
+            # closed on the way out, also when an error stops the load: the parsers' pool shuts down
+            # and the read-ahead thread stops with its file, even while a traceback keeps this frame
+            with closing(read_ahead(iter_chunks(paths, checkpoint.position, chunk_bytes, fmt.cut),
+                                    READ_AHEAD_CHUNKS)) as chunks, \
+                    closing(parse_in_order(fmt, chunks, workers)) as results:
+                while True:
+                    try:
+                        meta, result = next(results)
+                    except StopIteration:
+                        break
+                    except LoadError as error:  # a damaged file: load what was read before the damage
+                        damaged = error
+                        break
+                    crash_point("parsed")
+                    for number, reason, raw in result.rejects:  # past --max-rejects: stops before the batch is staged
+                        rejects.reject(str(paths[meta.file]), number, reason, raw)
+                    state_changed = fmt.absorb(result, checkpoint.state) or state_changed
+                    parts.append(result.batch)
+                    result.batch = FactBatch()
+                    parsed.append((meta, result))
+                    if sum(m.size for m, _ in parsed) >= batch_bytes:
+                        write_batch()
             if parsed:
                 write_batch()
             writer.flush()

@@ -64,3 +64,23 @@ def test_a_truncated_gzip_read_ahead_yields_every_whole_line_then_the_load_error
     assert ahead == direct and len(direct) > 10
     assert str(ahead_error.value) == str(direct_error.value)
     assert b"".join(ahead).endswith(b".\n")
+
+
+def test_a_dump_load_stopped_by_an_error_leaves_no_reader_running(tmp_path: Path):
+    """The load closes its reader and parsers on the way out, not when the collector gets to the
+    frame that the error's traceback keeps (a program that goes on after a failed load)."""
+    from localkg.errors import TooManyRejectsError
+    from localkg.loaders.freebase import load_freebase
+    from localkg.store import KG
+
+    lines = [f"<http://rdf.freebase.com/ns/m.{n}>\t<http://rdf.freebase.com/ns/film.film.genre>\t"
+             f"<http://rdf.freebase.com/ns/m.g{n % 5}>\t.\n" for n in range(20_000)]
+    lines[15_000] = "damaged line\n"
+    source = tmp_path / "dump.nt"
+    source.write_text("".join(lines))
+    before = {thread for thread in threading.enumerate() if thread.name == "read-ahead"}
+    with KG.create(tmp_path / "db") as kg:
+        with pytest.raises(TooManyRejectsError) as stopped:
+            load_freebase(kg, [source], workers=0, progress=False, max_rejects=0, chunk_bytes=64 << 10)
+        assert stopped.traceback   # the frames stay referenced, as in a caller that keeps the error
+        assert not {thread for thread in threading.enumerate() if thread.name == "read-ahead"} - before
