@@ -9,7 +9,7 @@ from localkg.errors import (DatabaseExistsError, DatabaseFormatError, DatabaseLo
                             UnknownEntityError)
 from localkg.loaders.triples import load_triples
 from localkg.store import KG, FactBatch
-from localkg.store.kg import QueryLog
+from localkg.store.kg import JOIN_FROM_SOURCES, QueryLog
 from localkg.store.model import CVT, LITERAL
 
 
@@ -93,6 +93,26 @@ def test_user_text_is_a_parameter_not_cypher(metaqa_kg: KG) -> None:
     assert metaqa_kg.neighbors(hostile, hostile) == []
     assert metaqa_kg.stats().facts == 133_582
 
+
+
+@pytest.mark.parametrize("relation", [None, "directed_by"])
+@pytest.mark.parametrize("direction", ["out", "in"])
+def test_reach_joins_a_large_frontier_with_the_same_rows_as_filtering_it(metaqa_kg: KG, direction: str,
+                                                                        relation: str | None) -> None:
+    """From JOIN_FROM_SOURCES sources reach joins them with the facts: the rows must be the ones
+    the node filter gives the same sources in smaller sets."""
+    films = [row[0] for row in metaqa_kg.rows(
+        "MATCH (a:Node)-[f:Fact]->(b:Node) WHERE f.rel = 'directed_by' RETURN DISTINCT a.id ORDER BY a.id LIMIT 450")]
+    sources = films if direction == "out" else [node.id for film in films[:300]
+                                                 for node in metaqa_kg.neighbors(film, "directed_by", "out")]
+    sources = list(dict.fromkeys(sources))
+    assert len(sources) >= JOIN_FROM_SOURCES
+    joined = metaqa_kg.reach(sources, relation, direction)
+    chunk = JOIN_FROM_SOURCES // 2
+    filtered = [row for start in range(0, len(sources), chunk)
+                for row in metaqa_kg.reach(sources[start:start + chunk], relation, direction)]
+    assert filtered and sorted(map(repr, joined)) == sorted(map(repr, filtered))
+    assert len(metaqa_kg.reach(sources, relation, direction, limit=7)) == 7
 
 # ---------------------------------------------------------------- FB15k-237 (/m/ ids, names file)
 @pytest.fixture(scope="module")
