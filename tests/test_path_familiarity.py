@@ -67,7 +67,7 @@ def test_the_reasoner_says_when_it_ranked_by_labels(movie_store, one_hop_scorer:
     assert result.exit_code == 0, result.output
     answer = json.loads(result.stdout)
     assert "Alfred Hitchcock" in result.output
-    assert any("unlike the scorer's training pairs" in note for note in answer["notes"])
+    assert any("unlike the scorer's training questions" in note for note in answer["notes"])
 
 
 def test_the_threshold_comes_from_the_pairs_and_survives_the_checkpoint(path_movies, one_hop_scorer: Path) -> None:
@@ -83,11 +83,27 @@ def test_the_threshold_comes_from_the_pairs_and_survives_the_checkpoint(path_mov
     assert Familiarity.of_pairs(units[:1], random.Random(0)) is None
 
 
-def test_a_scorer_trained_on_the_store_alone_has_no_gate(path_movies, scorer, tmp_path: Path) -> None:
+def test_a_question_with_two_topics_is_not_gated(path_movies, scorer, one_hop_scorer: Path) -> None:
+    """The label match would score each topic's leg against words that name the other's too."""
+    ranker = PathRanker(path_movies, one_hop_scorer, embedder=scorer.embedder, beam=5)
+    question = "which film did Alfred Hitchcock direct with Kim Novak starring"
+    assert not ranker.familiar(question, ["Kim Novak"])[0]
+    assert ranker.familiar(question, ["Alfred Hitchcock", "Kim Novak"]) == (True, None)
+
+
+def test_a_scorer_trained_on_the_store_alone_is_gated_by_the_stores_questions(path_movies, scorer,
+                                                                             tmp_path: Path) -> None:
     from localkg.path_scorer.synthetic import SyntheticLimits
 
-    out = tmp_path / "store.pt"
+    out, made = tmp_path / "store.pt", tmp_path / "store.jsonl"
     train_from_files(path_movies, None, TrainConfig(epochs=1, hidden=32), out, embedder=scorer.embedder,
-                     limits=SupervisionLimits(max_hops=2), synthetic=SyntheticLimits(topics_per_relation=4))
+                     limits=SupervisionLimits(max_hops=2), synthetic=SyntheticLimits(topics_per_relation=4),
+                     save_synthetic=made)
     ranker = PathRanker(path_movies, out, embedder=scorer.embedder)
-    assert ranker.meta["familiarity"] is None and ranker.familiar(TWO_HOP, ["Kim Novak"]) == (True, None)
+    questions = [json.loads(line) for line in made.read_text().splitlines()]
+    assert len(ranker.meta["familiarity"].vectors) == len(questions) > 2
+    # a question worded as the store's own is one of them, whatever its topic
+    first = next(question for question in questions if len(question["topic_entities"]) == 1)
+    names = [path_movies.name(topic) for topic in first["topic_entities"]]
+    familiar, nearest = ranker.familiar(first["question"], names)
+    assert familiar and nearest == pytest.approx(1.0, abs=1e-3)

@@ -8,7 +8,9 @@ pair's cosine to its nearest other pair. A question whose nearest pair is less s
 is unlike every pair, and the scorer ranks its paths by the untrained label match alone
 (``model.PathScorer.prior``). The threshold comes from the pairs themselves, so it is as strict
 as the pairs are alike, whatever their wording. A scorer trained on the store's own questions
-alone has no pairs and no such gate: those questions cover every relation and length.
+alone keeps those questions instead: they cover every relation and length, but only in the
+generic phrasings they were made with, and a learned part fitted to the labels' own words
+misleads on a user's wording that does not say them.
 """
 from __future__ import annotations
 

@@ -11,9 +11,14 @@ the hops, word by word: every hop must be what some question word means, and
 every question word must be meant by some hop. The coverage is what tells "who
 directed the films X acted in" (two hops, directed and acted) from "who
 directed X" (one), where the whole question's vector sits near both paths.
+And a path is said from the topic outwards: in "the actors of the films
+directed by the director of X" the word nearest the topic names the first hop,
+so of two paths with the same relations in another order, the one whose
+relations' words stand ever farther from the topic's name gets a little more.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -32,10 +37,32 @@ def question_text(question: str, topic_names: Iterable[str]) -> str:
     return without_mentions(question, topic_names)
 
 
+_MENTION = "qqtopicmentionqq"  # a content word no question says, standing where a topic's name stood
+
+
+def mention_distances(question: str, topic_names: Iterable[str]) -> np.ndarray | None:
+    """How many content words each content word of :func:`question_text` stands from the topic's
+    mention (None: no topic name is said, or several topics are, whose words between them
+    belong to different legs)."""
+    names = sorted({name for name in topic_names if name}, key=len, reverse=True)
+    if len(names) != 1:
+        return None
+    marked = re.sub("|".join(map(re.escape, names)), f" {_MENTION} ", question, flags=re.I)
+    words = content_words(marked)
+    # a possessive's "s" ("X's wife") is not a word between the topic and the next one
+    places = np.cumsum([word != "s" for word in words])
+    mentions = [places[index] for index, word in enumerate(words) if word == _MENTION]
+    kept = [places[index] for index, word in enumerate(words) if word != _MENTION]
+    if not mentions or len(kept) != len(content_words(question_text(question, names))):
+        return None  # no name said, or one name inside another: the words would not line up
+    return np.array([min(abs(place - m) for m in mentions) for place in kept], dtype=np.float32)
+
+
 #: Weights of the word match's parts, against the cosine of the whole question to the path (whose
 #: range is the coverage's): the share said is embed-path's lexical weight.
 SAID_WEIGHT = 0.2
 COVERAGE_WEIGHT = 2.0
+ORDER_WEIGHT = 0.1
 
 
 def _share(stems: frozenset[str], question_stems: frozenset[str]) -> float:
@@ -106,12 +133,29 @@ class RelationVectors:
         """The share of ``relation``'s label words (stems) that the question says."""
         return _share(self._stems[relation], question_stems)
 
-    def word_match(self, path: RelationPath, words: np.ndarray | None, question_stems: frozenset[str]) -> float:
-        """``path``'s word match to the question, given its :meth:`word_vectors` and its stems
-        (see the module docstring)."""
+    def word_match(self, path: RelationPath, words: np.ndarray | None, question_stems: frozenset[str],
+                   distances: np.ndarray | None = None) -> float:
+        """``path``'s word match to the question, given its :meth:`word_vectors`, its stems and
+        how far each word stands from the topic (:func:`mention_distances`; see the module
+        docstring)."""
         said = _share(frozenset().union(*(self._stems[relation] for relation, _direction in path)), question_stems)
         rows = list(dict.fromkeys(self._index[relation] for relation, _direction in path))
-        return SAID_WEIGHT * said + COVERAGE_WEIGHT * self.coverage(rows, words)
+        return (SAID_WEIGHT * said + COVERAGE_WEIGHT * self.coverage(rows, words)
+                + ORDER_WEIGHT * self.order(path, words, distances))
+
+    def order(self, path: RelationPath, words: np.ndarray | None, distances: np.ndarray | None) -> float:
+        """Whether the path's hops are said from the topic outwards: for each step to a new
+        relation, +1 if the word the next relation means most stands farther from the topic
+        than the one the relation before it means, -1 if nearer (0 for a one-relation path or
+        a question whose words or topic mention are unknown)."""
+        if words is None or distances is None:
+            return 0.0
+        rows = [self._index[relation] for index, (relation, _direction) in enumerate(path)
+                if index == 0 or relation != path[index - 1][0]]
+        if len(rows) < 2:
+            return 0.0
+        nearest = distances[(words @ np.stack([self._units[r] for r in rows]).T).argmax(axis=0)]
+        return float(np.sign(np.diff(nearest)).mean())
 
     @property
     def matrix(self) -> torch.Tensor:
@@ -124,7 +168,8 @@ PathTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torc
 
 
 def path_tensors(paths: Sequence[RelationPath], question: str, vectors: RelationVectors,
-                 types: dict[RelationPath, int], hops: int | None = None) -> PathTensors:
+                 types: dict[RelationPath, int], hops: int | None = None,
+                 distances: np.ndarray | None = None) -> PathTensors:
     """(relation index, walked backwards, share of the label the question says, hop exists)
     tensors of shape (len(paths), hops), each path's word match to the question, and each
     path's row in ``types`` (0: not in it)."""
@@ -145,5 +190,5 @@ def path_tensors(paths: Sequence[RelationPath], question: str, vectors: Relation
             said[row, column] = vectors.said(relation, question_stems)
             mask[row, column] = True
             position += 1
-        words[row] = vectors.word_match(path, question_words, question_stems)
+        words[row] = vectors.word_match(path, question_words, question_stems, distances)
     return relations, backward, said, mask, words, torch.tensor([types.get(path, 0) for path in paths], dtype=torch.long)

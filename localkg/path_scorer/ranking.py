@@ -11,8 +11,8 @@ path per topic, its answers what all of them reach, its probability the
 product; combinations that share no node are dropped. Whether the topic is
 among the answers, and whether walks may go on from it after their first hop,
 were learned in training (``keep_topic``, ``through_topic``). A question unlike
-every pair the scorer was trained on is ranked by the untrained label match
-alone (``familiarity``). Each ranked path carries its answers and, per answer,
+every pair the scorer was trained on (with no pairs: every store question) and
+with one topic is ranked by the untrained label match alone (``familiarity``). Each ranked path carries its answers and, per answer,
 a real evidence path.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 
 from localkg.beam import beam_search
 from localkg.path_scorer.checkpoint import load_checkpoint
-from localkg.path_scorer.features import RelationVectors, path_tensors, question_text
+from localkg.path_scorer.features import RelationVectors, mention_distances, path_tensors, question_text
 from localkg.path_scorer.location import default_checkpoint
 from localkg.path_scorer.walk import Hop, PathWalker, RelationPath, path_text
 from localkg.store.kg import KG
@@ -82,7 +82,8 @@ class PathRanker:
         text = question_text(question, topic_names)
         encoded = self._encoded(text)
         relations, backward, said, mask, words, types = [
-            t.to(self.device) for t in path_tensors(paths, text, self.vectors, self.meta["path_types"])]
+            t.to(self.device) for t in path_tensors(paths, text, self.vectors, self.meta["path_types"],
+                                                    distances=mention_distances(question, topic_names))]
         owner = torch.zeros(len(paths), dtype=torch.long, device=self.device)
         matrix = self.vectors.matrix.to(self.device)
         if self.familiar(question, topic_names)[0]:
@@ -92,10 +93,12 @@ class PathRanker:
         return scores.tolist()
 
     def familiar(self, question: str, topic_names: Sequence[str]) -> tuple[bool, float | None]:
-        """Whether ``question`` is like the pairs the scorer was trained on, and its cosine to the
-        nearest of them (None, and always familiar, for a scorer trained without pairs)."""
+        """Whether ``question`` is like the questions the scorer was trained on, and its cosine to
+        the nearest of them (None, and always familiar, for a checkpoint without them, or a
+        question with several topics: the label match would score each topic's leg against the
+        whole question, whose words name the other legs' relations too)."""
         familiarity = self.meta["familiarity"]
-        if familiarity is None:
+        if familiarity is None or len(topic_names) > 1:
             return True, None
         return familiarity.knows(self._encoded(question_text(question, topic_names))[0])
 

@@ -32,7 +32,7 @@ from localkg.datasets import gold_relation_paths, resolve_topics, select_trainin
 from localkg.errors import TrainingDataError
 from localkg.path_scorer.checkpoint import save_checkpoint, store_state
 from localkg.path_scorer.familiarity import Familiarity
-from localkg.path_scorer.features import RelationVectors, path_tensors, question_text
+from localkg.path_scorer.features import RelationVectors, mention_distances, path_tensors, question_text
 from localkg.path_scorer.model import PathScorer, ScorerConfig
 from localkg.path_scorer.supervision import TIE, Supervision, SupervisionLimits, label_question, matches_gold
 from localkg.path_scorer.synthetic import SyntheticLimits, synthetic_questions, write_questions
@@ -200,10 +200,10 @@ class _Tensors:
     """A group's hop tensors, built once."""
 
     def __init__(self, group: Group, text: str, vectors: RelationVectors, types: dict[RelationPath, int],
-                 hops: int, weight: float = 1.0):
+                 hops: int, weight: float = 1.0, distances: np.ndarray | None = None):
         self.question = group.question
         self.relations, self.backward, self.said, self.mask, self.words, self.types = path_tensors(
-            group.paths, text, vectors, types, hops)
+            group.paths, text, vectors, types, hops, distances)
         self.positive = torch.tensor(group.positive, dtype=torch.bool)
         self.full = group.full
         self.weight = weight
@@ -254,7 +254,8 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     """Fit a fresh scorer on labelled questions and write a checkpoint to ``out`` after each epoch;
     ``weights`` (one per labelled question, default 1) scale each question's share of the loss;
     ``pairs`` says which are the user's question-answer pairs (default: all), whose questions the
-    checkpoint keeps to tell a question unlike all of them (``familiarity``)."""
+    checkpoint keeps to tell a question unlike all of them (``familiarity``); with none, it keeps
+    the store's own questions for that."""
     if len(labelled) < 2:
         raise TrainingDataError(f"{len(labelled)} labelled question(s): too few to train (of {report.questions}: "
                                 f"{report.skipped_no_topic} without a topic in the store, "
@@ -263,10 +264,13 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     rng = seeded(config.seed)
     device = pick_device(config.device)
     held_out = set(split_held_out(range(len(labelled)), config.validation, rng)[0])
-    texts = [question_text(question.text, [kg.name(topic.topic) for topic in supervision.topics])
-             for question, supervision in labelled]
+    names = [[kg.name(topic.topic) for topic in supervision.topics] for _question, supervision in labelled]
+    texts = [question_text(question.text, topic_names) for (question, _s), topic_names in zip(labelled, names)]
+    distances = [mention_distances(question.text, topic_names) for (question, _s), topic_names in zip(labelled, names)]
     questions = torch.from_numpy(np.ascontiguousarray(embedder.encode(texts, progress=progress))).to(device)
-    pair_rows = [index for index in range(len(labelled)) if pairs is None or pairs[index]]
+    # the gate's reference: the user's pairs, or with none the store's own questions
+    pair_rows = [index for index in range(len(labelled)) if pairs is None or pairs[index]] or \
+        list(range(len(labelled)))
     familiarity = Familiarity.of_pairs(questions[pair_rows], random.Random(config.seed))
     vectors = RelationVectors(kg, embedder)
     vectors.embed_words(texts)
@@ -278,7 +282,7 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     for index, group in groups:
         weight = 1.0 if weights is None else float(weights[index])
         (validation if index in held_out else training).append(_Tensors(group, texts[index], vectors, types, hops,
-                                                                        weight))
+                                                                        weight, distances[index]))
     validation = [g for g in validation if g.full] or [g for g in training if g.full]
     relation_matrix = vectors.matrix.to(device)
     model = PathScorer(ScorerConfig(encoder_dim=questions.shape[1], hidden=config.hidden,

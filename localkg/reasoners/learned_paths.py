@@ -65,9 +65,9 @@ class LearnedPathsReasoner(Reasoner):
         routes = self.ranker.rank_paths(question, topics, k=self.settings.k)
         familiar, nearest = self.ranker.familiar(question, [self.kg.name(topic) for topic in topics])
         if not familiar:
-            result.notes.append(f"the question is unlike the scorer's training pairs (nearest {nearest:.3f}, "
+            result.notes.append(f"the question is unlike the scorer's training questions (nearest {nearest:.3f}, "
                                 f"below {self.ranker.meta['familiarity'].threshold:.3f}): paths ranked by how "
-                                "well their labels match it, not by what the pairs taught")
+                                "well their labels match it, not by what the training taught")
         if not routes:
             result.notes.append("no answer found: no relation path from the topic entities reaches another node")
             return
