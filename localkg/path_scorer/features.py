@@ -44,17 +44,17 @@ def mention_distances(question: str, topic_names: Iterable[str]) -> np.ndarray |
     """How many content words each content word of :func:`question_text` stands from the topic's
     mention (None: no topic name is said, or several topics are, whose words between them
     belong to different legs)."""
-    names = sorted({name for name in topic_names if name}, key=len, reverse=True)
+    names = {name for name in topic_names if name}
     if len(names) != 1:
         return None
-    marked = re.sub("|".join(map(re.escape, names)), f" {_MENTION} ", question, flags=re.I)
+    marked = re.sub(re.escape(next(iter(names))), f" {_MENTION} ", question, flags=re.I)
     words = content_words(marked)
     # a possessive's "s" ("X's wife") is not a word between the topic and the next one
     places = np.cumsum([word != "s" for word in words])
     mentions = [places[index] for index, word in enumerate(words) if word == _MENTION]
     kept = [places[index] for index, word in enumerate(words) if word != _MENTION]
     if not mentions or len(kept) != len(content_words(question_text(question, names))):
-        return None  # no name said, or one name inside another: the words would not line up
+        return None  # no name said, or nothing but the name (question_text keeps it then)
     return np.array([min(abs(place - m) for m in mentions) for place in kept], dtype=np.float32)
 
 

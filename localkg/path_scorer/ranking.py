@@ -12,8 +12,8 @@ product; combinations that share no node are dropped. Whether the topic is
 among the answers, and whether walks may go on from it after their first hop,
 were learned in training (``keep_topic``, ``through_topic``). A question unlike
 every pair the scorer was trained on (with no pairs: every store question) and
-with one topic is ranked by the untrained label match alone (``familiarity``). Each ranked path carries its answers and, per answer,
-a real evidence path.
+with one topic is ranked by the untrained label match alone (``familiarity``).
+Each ranked path carries its answers and, per answer, a real evidence path.
 """
 from __future__ import annotations
 
