@@ -218,8 +218,9 @@ def _conjunctive(walker: PathWalker, verbaliser: Verbaliser, topic: Node, first:
             if 0 < len(shared) < min(len(own), len(theirs)) and len(shared) <= limits.max_answers:
                 text = verbaliser.conjunction((topic.name, first), (second.name, back))
                 question = _question(text, [topic, second], shared.values(), (first, back))
+                # candidates of every length, as for a user's question: a longer leg is a negative
                 supervision = label_question(walker, [topic.id, second.id], question.answers,
-                                             SupervisionLimits(max_hops=1))
+                                             SupervisionLimits(max_hops=limits.max_hops, max_paths=limits.max_paths))
                 return (question, supervision) if supervision is not None else None
     return None
 
