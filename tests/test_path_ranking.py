@@ -101,7 +101,7 @@ def test_the_loss_is_the_probability_of_the_positives_together():
         def word_vectors(self, question):
             return None
 
-        def word_match(self, path, words, stems, distances=None):
+        def word_match(self, path, words, stems, distances=None, sharing=False):
             return 0.0
 
     torch.manual_seed(0)

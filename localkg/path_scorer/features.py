@@ -15,6 +15,12 @@ And a path is said from the topic outwards: in "the actors of the films
 directed by the director of X" the word nearest the topic names the first hop,
 so of two paths with the same relations in another order, the one whose
 relations' words stand ever farther from the topic's name gets a little more.
+A relation walked there and back ("the films that share X's director") says
+its label once, so its words alone cannot tell it from the one hop ("X's
+director"). Where the label match ranks alone (a question unlike the training
+questions), such a path is covered by its labels with or without the words the
+store's own questions say the sharing with; the learned part, which has seen
+those questions, is fitted beside the plain word match.
 """
 from __future__ import annotations
 
@@ -63,6 +69,10 @@ def mention_distances(question: str, topic_names: Iterable[str]) -> np.ndarray |
 SAID_WEIGHT = 0.2
 COVERAGE_WEIGHT = 2.0
 ORDER_WEIGHT = 0.1
+#: What a relation walked there and back means besides its label: the words the store's own
+#: questions say it with (``synthetic._SHARED``: "the others with the same director as X", "the
+#: things that share X's director").
+SHARING = "the others that share the same"
 
 
 def _share(stems: frozenset[str], question_stems: frozenset[str]) -> float:
@@ -120,13 +130,13 @@ class RelationVectors:
         self._embed(words)
         return np.stack([self._words[w] for w in words])
 
-    def coverage(self, rows: Sequence[int], words: np.ndarray | None) -> float:
-        """How well the hops (``rows`` of :attr:`matrix`) and the question's content words
+    def coverage(self, units: Sequence[np.ndarray], words: np.ndarray | None) -> float:
+        """How well the hops (their labels' unit vectors) and the question's content words
         (:meth:`word_vectors`) cover each other: the lower of the mean best cosine of each hop
         to a word and of each word to a hop (0 for a question with no content word)."""
         if words is None:
             return 0.0
-        similarity = words @ np.stack([self._units[r] for r in rows]).T
+        similarity = words @ np.stack(units).T
         return float(min(similarity.max(axis=0).mean(), similarity.max(axis=1).mean()))
 
     def said(self, relation: str, question_stems: frozenset[str]) -> float:
@@ -134,14 +144,20 @@ class RelationVectors:
         return _share(self._stems[relation], question_stems)
 
     def word_match(self, path: RelationPath, words: np.ndarray | None, question_stems: frozenset[str],
-                   distances: np.ndarray | None = None) -> float:
+                   distances: np.ndarray | None = None, sharing: bool = False) -> float:
         """``path``'s word match to the question, given its :meth:`word_vectors`, its stems and
-        how far each word stands from the topic (:func:`mention_distances`; see the module
-        docstring)."""
+        how far each word stands from the topic (:func:`mention_distances`), and with ``sharing``
+        a relation walked back covered with or without :data:`SHARING` (see the module docstring)."""
         said = _share(frozenset().union(*(self._stems[relation] for relation, _direction in path)), question_stems)
-        rows = list(dict.fromkeys(self._index[relation] for relation, _direction in path))
-        return (SAID_WEIGHT * said + COVERAGE_WEIGHT * self.coverage(rows, words)
-                + ORDER_WEIGHT * self.order(path, words, distances))
+        units = [self._units[row] for row in dict.fromkeys(self._index[relation] for relation, _direction in path)]
+        covered = self.coverage(units, words)
+        if sharing and _walks_back(path):  # the sharing said or not ("the films that share X's director", "X's director's films")
+            covered = max(covered, self.coverage(units + [self._sharing()], words))
+        return SAID_WEIGHT * said + COVERAGE_WEIGHT * covered + ORDER_WEIGHT * self.order(path, words, distances)
+
+    def _sharing(self) -> np.ndarray:
+        self._embed([SHARING])
+        return self._words[SHARING]
 
     def order(self, path: RelationPath, words: np.ndarray | None, distances: np.ndarray | None) -> float:
         """Whether the path's hops are said from the topic outwards: for each step to a new
@@ -164,12 +180,18 @@ class RelationVectors:
         return self._matrix
 
 
+def _walks_back(path: RelationPath) -> bool:
+    """Whether some hop of ``path`` walks the relation of the hop before it back."""
+    return any(relation == before and direction != direction_before
+               for (before, direction_before), (relation, direction) in zip(path, path[1:]))
+
+
 PathTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def path_tensors(paths: Sequence[RelationPath], question: str, vectors: RelationVectors,
                  types: dict[RelationPath, int], hops: int | None = None,
-                 distances: np.ndarray | None = None) -> PathTensors:
+                 distances: np.ndarray | None = None, sharing: bool = False) -> PathTensors:
     """(relation index, walked backwards, share of the label the question says, hop exists)
     tensors of shape (len(paths), hops), each path's word match to the question, and each
     path's row in ``types`` (0: not in it)."""
@@ -190,5 +212,5 @@ def path_tensors(paths: Sequence[RelationPath], question: str, vectors: Relation
             said[row, column] = vectors.said(relation, question_stems)
             mask[row, column] = True
             position += 1
-        words[row] = vectors.word_match(path, question_words, question_stems, distances)
+        words[row] = vectors.word_match(path, question_words, question_stems, distances, sharing)
     return relations, backward, said, mask, words, torch.tensor([types.get(path, 0) for path in paths], dtype=torch.long)

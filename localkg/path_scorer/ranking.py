@@ -81,12 +81,14 @@ class PathRanker:
             return []
         text = question_text(question, topic_names)
         encoded = self._encoded(text)
+        familiar = self.familiar(question, topic_names)[0]
         relations, backward, said, mask, words, types = [
             t.to(self.device) for t in path_tensors(paths, text, self.vectors, self.meta["path_types"],
-                                                    distances=mention_distances(question, topic_names))]
+                                                    distances=mention_distances(question, topic_names),
+                                                    sharing=not familiar)]
         owner = torch.zeros(len(paths), dtype=torch.long, device=self.device)
         matrix = self.vectors.matrix.to(self.device)
-        if self.familiar(question, topic_names)[0]:
+        if familiar:
             scores = self.model(encoded, owner, matrix, relations, backward, said, mask, words, types)
         else:
             scores = self.model.prior(encoded[owner], matrix, relations, mask, words)
