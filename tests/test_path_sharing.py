@@ -1,6 +1,7 @@
 """A relation walked there and back ("the films that share Top Hat's director") says its label
 once, so its label match is the one hop's less the depth penalty, unless the question says the
-sharing too (where the label match ranks alone: ``sharing=True``) (real Kùzu, real MiniLM, the hand-built movie graph; ``localkg.path_scorer.features``)."""
+sharing too, where the label match ranks alone (``sharing=True``). Real Kùzu, real MiniLM, the
+hand-built movie graph; ``localkg.path_scorer.features``."""
 from __future__ import annotations
 
 from localkg.indexes.stems import content_stems
