@@ -101,7 +101,7 @@ def test_the_loss_is_the_probability_of_the_positives_together():
         def word_vectors(self, question):
             return None
 
-        def word_match(self, path, words, stems, distances=None, sharing=False):
+        def word_match(self, path, words, stems, distances=None, sharing=False, leg=False):
             return 0.0
 
     torch.manual_seed(0)
@@ -122,8 +122,7 @@ def test_the_loss_is_the_probability_of_the_positives_together():
 def test_the_word_match_tells_one_hop_from_two(path_movies, scorer):
     # "directed" and "acted" each want a hop: the two-hop chain covers the question, one hop does not;
     # asked for the director alone, the one hop covers it and the chain's extra hop is unmatched
-    from localkg.indexes.stems import content_stems
-    from localkg.path_scorer.features import RelationVectors
+    from localkg.path_scorer.features import RelationVectors, question_stems
 
     vectors = RelationVectors(path_movies, scorer.embedder)
     films_of = (("starred_actors", IN),)
@@ -132,7 +131,7 @@ def test_the_word_match_tells_one_hop_from_two(path_movies, scorer):
     vectors.indices(relation for path in (directors_of_films, directed) for relation, _d in path)
 
     def match(question, path):
-        return vectors.word_match(path, vectors.word_vectors(question), content_stems(question))
+        return vectors.word_match(path, vectors.word_vectors(question), question_stems(question))
 
     two_hops = "who directed the films acted in"
     assert match(two_hops, directors_of_films) > match(two_hops, films_of)

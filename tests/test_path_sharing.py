@@ -4,8 +4,7 @@ sharing too, where the label match ranks alone (``sharing=True``). Real Kùzu, r
 hand-built movie graph; ``localkg.path_scorer.features``."""
 from __future__ import annotations
 
-from localkg.indexes.stems import content_stems
-from localkg.path_scorer.features import RelationVectors, mention_distances, question_text
+from localkg.path_scorer.features import RelationVectors, mention_distances, question_stems, question_text
 from localkg.path_scorer.model import DEPTH_PENALTY
 from localkg.store.model import IN, OUT
 
@@ -15,7 +14,7 @@ SAME_DIRECTOR = (("directed_by", OUT), ("directed_by", IN))
 
 def word_match(vectors: RelationVectors, question: str, path) -> float:
     text = question_text(question, ["Top Hat"])
-    return vectors.word_match(path, vectors.word_vectors(text), content_stems(text),
+    return vectors.word_match(path, vectors.word_vectors(text), question_stems(text),
                               mention_distances(question, ["Top Hat"]), sharing=True)
 
 
@@ -43,5 +42,5 @@ def test_training_features_keep_the_plain_word_match(path_movies, scorer) -> Non
     vectors.indices(["directed_by"])
     question = "which films share the same director as Top Hat"
     text = question_text(question, ["Top Hat"])
-    words, stems = vectors.word_vectors(text), content_stems(text)
+    words, stems = vectors.word_vectors(text), question_stems(text)
     assert vectors.word_match(SAME_DIRECTOR, words, stems) == vectors.word_match(DIRECTOR, words, stems)

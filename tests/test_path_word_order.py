@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from localkg.path_scorer.features import RelationVectors, mention_distances, question_text
+from localkg.path_scorer.features import RelationVectors, mention_distances, question_stems, question_text
 from localkg.store.model import IN, OUT
 
 ACTORS_OF_THE_DIRECTORS_FILMS = (("directed_by", OUT), ("directed_by", IN), ("starred_actors", OUT))
@@ -39,7 +39,7 @@ def test_the_path_said_from_the_topic_outwards_is_preferred(path_movies, scorer)
     words, distances = vectors.word_vectors(text), mention_distances(reversed_question, ["Top Hat"])
     assert vectors.order(DIRECTORS_OF_THE_ACTORS_FILMS, words, distances) == 1.0
     # the word match, which both paths' labels meet alike, now tells them apart
-    stems = frozenset()
+    stems = question_stems(text)
     assert vectors.word_match(DIRECTORS_OF_THE_ACTORS_FILMS, words, stems, distances) == pytest.approx(
         vectors.word_match(ACTORS_OF_THE_DIRECTORS_FILMS, words, stems, distances) + 0.2, abs=1e-6)
 

@@ -7,8 +7,12 @@ training epochs and the reasoner's questions then only run the small scorer.
 Beside the hops, each path gets its word match: how its labels' words and the
 question's content words meet, with no training. Part of it is the share of
 the labels' words the question says; the rest is a coverage of the question by
-the hops, word by word: every hop must be what some question word means, and
-every question word must be meant by some hop. The coverage is what tells "who
+the hops, word by word: every hop must be what a question word of its own
+means, and every question word must be meant by some hop. A word means a hop
+as much as the encoder says, and at least as much as a label's own word would
+where it says the label's stem ("director", "screenwriter" say "written by"'s
+"writ"): the encoder's vectors of single words are noisy, and a stem the
+question says is firmer evidence than their cosine. The coverage is what tells "who
 directed the films X acted in" (two hops, directed and acted) from "who
 directed X" (one), where the whole question's vector sits near both paths.
 And a path is said from the topic outwards: in "the actors of the films
@@ -24,13 +28,15 @@ those questions, is fitted beside the plain word match.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
+from scipy.optimize import linear_sum_assignment
 
-from localkg.indexes.stems import content_stems, content_words
+from localkg.indexes.stems import content_stems, content_words, stem
 
 from localkg.path_scorer.walk import RelationPath
 from localkg.store.kg import KG
@@ -75,9 +81,44 @@ ORDER_WEIGHT = 0.1
 SHARING = "the others that share the same"
 
 
-def _share(stems: frozenset[str], question_stems: frozenset[str]) -> float:
-    """The share of ``stems`` (a label's words) that the question says."""
-    return len(stems & question_stems) / len(stems) if stems else 0.0
+#: How much a question word means a hop whose label's stem it says, at least: about the cosine the
+#: encoder gives a label's own word to the label ("directed" to "directed by" 0.84, "tags" to "has
+#: tags" 0.78).
+SAID_SIMILARITY = 0.8
+#: A label's stem this long is said by a word that contains it ("screenwriter", "writ"); a shorter
+#: one only by a word with the same stem ("act" is in "character").
+COMPOUND_STEM = 4
+
+
+def question_stems(question: str) -> tuple[str, ...]:
+    """The stems of the question's content words, in order: the rows of
+    :meth:`RelationVectors.word_vectors`."""
+    return tuple(stem(word) for word in content_words(question))
+
+
+def _says(word_stem: str, label_stem: str) -> bool:
+    """Whether a question word (its stem) says a label's word (its stem)."""
+    return word_stem == label_stem or (len(label_stem) >= COMPOUND_STEM and label_stem in word_stem)
+
+
+def _share(stems: frozenset[str], word_stems: Sequence[str]) -> float:
+    """The share of ``stems`` (a label's words) that the question's words say."""
+    return sum(any(_says(word, s) for word in word_stems) for s in stems) / len(stems) if stems else 0.0
+
+
+def _assigned(similarity: np.ndarray) -> float:
+    """The mean similarity of the hops (columns) to the question words (rows) when each hop takes a
+    word of its own, the best such assignment; a hop left without a word counts 0."""
+    if similarity.shape[1] == 1:
+        return float(similarity.max())
+    rows, columns = linear_sum_assignment(similarity, maximize=True)
+    return float(similarity[rows, columns].sum() / similarity.shape[1])
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _saying(word_stems: tuple[str, ...], label_stems: frozenset[str]) -> tuple[bool, ...]:
+    """For each question word, whether it says one of a label's words."""
+    return tuple(any(_says(word, s) for s in label_stems) for word in word_stems)
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -130,29 +171,47 @@ class RelationVectors:
         self._embed(words)
         return np.stack([self._words[w] for w in words])
 
-    def coverage(self, units: Sequence[np.ndarray], words: np.ndarray | None) -> float:
+    def coverage(self, units: Sequence[np.ndarray], words: np.ndarray | None,
+                 said: np.ndarray | None = None, leg: bool = False) -> float:
         """How well the hops (their labels' unit vectors) and the question's content words
-        (:meth:`word_vectors`) cover each other: the lower of the mean best cosine of each hop
-        to a word and of each word to a hop (0 for a question with no content word)."""
+        (:meth:`word_vectors`) cover each other: the lower of the mean similarity of each hop to a
+        word of its own (:func:`_assigned`) and the mean best similarity of each word to a hop (0
+        for a question with no content word). ``said`` (words × hops, bool) marks the words that
+        say a hop's label, whose similarity is at least :data:`SAID_SIMILARITY`. For a ``leg``,
+        one topic's path of a question with several, only the first: its hops must be said, but
+        the words they do not say may belong to the other topics' legs."""
         if words is None:
             return 0.0
         similarity = words @ np.stack(units).T
-        return float(min(similarity.max(axis=0).mean(), similarity.max(axis=1).mean()))
+        if said is not None:
+            similarity = np.maximum(similarity, SAID_SIMILARITY * said)
+        if leg:  # the other topics' legs say the rest of the question
+            return _assigned(similarity)
+        return float(min(_assigned(similarity), similarity.max(axis=1).mean()))
 
-    def said(self, relation: str, question_stems: frozenset[str]) -> float:
-        """The share of ``relation``'s label words (stems) that the question says."""
-        return _share(self._stems[relation], question_stems)
+    def said(self, relation: str, word_stems: Sequence[str]) -> float:
+        """The share of ``relation``'s label words (stems) that the question's words say."""
+        return _share(self._stems[relation], word_stems)
 
-    def word_match(self, path: RelationPath, words: np.ndarray | None, question_stems: frozenset[str],
-                   distances: np.ndarray | None = None, sharing: bool = False) -> float:
-        """``path``'s word match to the question, given its :meth:`word_vectors`, its stems and
-        how far each word stands from the topic (:func:`mention_distances`), and with ``sharing``
-        a relation walked back covered with or without :data:`SHARING` (see the module docstring)."""
-        said = _share(frozenset().union(*(self._stems[relation] for relation, _direction in path)), question_stems)
-        units = [self._units[row] for row in dict.fromkeys(self._index[relation] for relation, _direction in path)]
-        covered = self.coverage(units, words)
+    def word_match(self, path: RelationPath, words: np.ndarray | None, word_stems: Sequence[str],
+                   distances: np.ndarray | None = None, sharing: bool = False, leg: bool = False) -> float:
+        """``path``'s word match to the question, given its :meth:`word_vectors` and their stems
+        (:func:`question_stems`), how far each word stands from the topic
+        (:func:`mention_distances`), and with ``sharing`` a relation walked back covered with or
+        without :data:`SHARING` (see the module docstring); ``leg``: one of several topics' paths
+        (:meth:`coverage`)."""
+        said = _share(frozenset().union(*(self._stems[relation] for relation, _direction in path)), word_stems)
+        relations = list(dict.fromkeys(relation for relation, _direction in path))
+        units = [self._units[self._index[relation]] for relation in relations]
+        says = None if words is None else np.array(
+            [_saying(tuple(word_stems), self._stems[relation]) for relation in relations],
+            dtype=np.float32).reshape(len(relations), len(word_stems)).T
+        if says is not None and len(says) != len(words):
+            raise ValueError("word_stems must be the stems of the words word_vectors embedded (question_stems)")
+        covered = self.coverage(units, words, says, leg)
         if sharing and _walks_back(path):  # the sharing said or not ("the films that share X's director", "X's director's films")
-            covered = max(covered, self.coverage(units + [self._sharing()], words))
+            unsaid = None if says is None else np.hstack([says, np.zeros((len(says), 1), dtype=np.float32)])
+            covered = max(covered, self.coverage(units + [self._sharing()], words, unsaid, leg))
         return SAID_WEIGHT * said + COVERAGE_WEIGHT * covered + ORDER_WEIGHT * self.order(path, words, distances)
 
     def _sharing(self) -> np.ndarray:
@@ -191,10 +250,11 @@ PathTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torc
 
 def path_tensors(paths: Sequence[RelationPath], question: str, vectors: RelationVectors,
                  types: dict[RelationPath, int], hops: int | None = None,
-                 distances: np.ndarray | None = None, sharing: bool = False) -> PathTensors:
+                 distances: np.ndarray | None = None, sharing: bool = False, leg: bool = False) -> PathTensors:
     """(relation index, walked backwards, share of the label the question says, hop exists)
     tensors of shape (len(paths), hops), each path's word match to the question, and each
-    path's row in ``types`` (0: not in it)."""
+    path's row in ``types`` (0: not in it); ``leg``: the paths are one topic's of a question with
+    several."""
     width = hops or max((len(p) for p in paths), default=1)
     relations = torch.zeros((len(paths), width), dtype=torch.long)
     backward = torch.zeros((len(paths), width), dtype=torch.bool)
@@ -202,15 +262,15 @@ def path_tensors(paths: Sequence[RelationPath], question: str, vectors: Relation
     mask = torch.zeros((len(paths), width), dtype=torch.bool)
     words = torch.zeros(len(paths), dtype=torch.float32)
     rows = vectors.indices(relation for path in paths for relation, _direction in path)
-    question_stems = content_stems(question)
+    stems = question_stems(question)
     question_words = vectors.word_vectors(question)
     position = 0
     for row, path in enumerate(paths):
         for column, (relation, direction) in enumerate(path):
             relations[row, column] = rows[position]
             backward[row, column] = direction == IN
-            said[row, column] = vectors.said(relation, question_stems)
+            said[row, column] = vectors.said(relation, stems)
             mask[row, column] = True
             position += 1
-        words[row] = vectors.word_match(path, question_words, question_stems, distances, sharing)
+        words[row] = vectors.word_match(path, question_words, stems, distances, sharing, leg)
     return relations, backward, said, mask, words, torch.tensor([types.get(path, 0) for path in paths], dtype=torch.long)

@@ -85,7 +85,7 @@ class PathRanker:
         relations, backward, said, mask, words, types = [
             t.to(self.device) for t in path_tensors(paths, text, self.vectors, self.meta["path_types"],
                                                     distances=mention_distances(question, topic_names),
-                                                    sharing=not familiar)]
+                                                    sharing=not familiar, leg=len(topic_names) > 1)]
         owner = torch.zeros(len(paths), dtype=torch.long, device=self.device)
         matrix = self.vectors.matrix.to(self.device)
         if familiar:

@@ -200,10 +200,10 @@ class _Tensors:
     """A group's hop tensors, built once."""
 
     def __init__(self, group: Group, text: str, vectors: RelationVectors, types: dict[RelationPath, int],
-                 hops: int, weight: float = 1.0, distances: np.ndarray | None = None):
+                 hops: int, weight: float = 1.0, distances: np.ndarray | None = None, leg: bool = False):
         self.question = group.question
         self.relations, self.backward, self.said, self.mask, self.words, self.types = path_tensors(
-            group.paths, text, vectors, types, hops, distances)
+            group.paths, text, vectors, types, hops, distances, leg=leg)
         self.positive = torch.tensor(group.positive, dtype=torch.bool)
         self.full = group.full
         self.weight = weight
@@ -282,7 +282,8 @@ def train_scorer(kg: KG, labelled: Sequence[tuple[Any, Supervision]], embedder: 
     for index, group in groups:
         weight = 1.0 if weights is None else float(weights[index])
         (validation if index in held_out else training).append(_Tensors(group, texts[index], vectors, types, hops,
-                                                                        weight, distances[index]))
+                                                                        weight, distances[index],
+                                                                        leg=len(names[index]) > 1))
     validation = [g for g in validation if g.full] or [g for g in training if g.full]
     relation_matrix = vectors.matrix.to(device)
     model = PathScorer(ScorerConfig(encoder_dim=questions.shape[1], hidden=config.hidden,
