@@ -103,7 +103,14 @@ def _says(word_stem: str, label_stem: str) -> bool:
 
 def _share(stems: frozenset[str], word_stems: Sequence[str]) -> float:
     """The share of ``stems`` (a label's words) that the question's words say."""
-    return sum(any(_says(word, s) for word in word_stems) for s in stems) / len(stems) if stems else 0.0
+    return len(_said(tuple(word_stems), stems)) / len(stems) if stems else 0.0
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _said(word_stems: tuple[str, ...], label_stems: frozenset[str]) -> frozenset[str]:
+    """The label's words (stems) that some question word says: asked for every hop of every
+    candidate path, with few distinct questions and labels among them."""
+    return frozenset(s for s in label_stems if any(_says(word, s) for word in word_stems))
 
 
 def _assigned(similarity: np.ndarray) -> float:
