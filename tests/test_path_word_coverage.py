@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from localkg.path_scorer.features import RelationVectors, question_stems
+from localkg.path_scorer.features import RelationVectors, mention_distances, question_stems, question_text
 from localkg.path_scorer.model import DEPTH_PENALTY
 from localkg.store.model import IN, OUT
 
@@ -72,3 +72,20 @@ def test_stems_must_be_the_embedded_words(writers_kg, scorer) -> None:
     vectors.indices(["written_by"])
     with pytest.raises(ValueError, match="question_stems"):
         vectors.word_match((("written_by", OUT),), vectors.word_vectors("who wrote it"), ())
+
+
+def test_a_stem_said_twice_asks_for_two_hops(path_movies, scorer) -> None:
+    """"the director of Top Hat also directed which films" says "direct" twice: the one hop
+    ``directed_by`` explains one of the words, the walk there and back both. And in "who acted in
+    the films directed by the director of Top Hat" the stem of "acted" says starred_actors, so the
+    order of the hops is read from it (MiniLM alone puts "director" nearer "starred actors")."""
+    vectors = RelationVectors(path_movies, scorer.embedder)
+    vectors.indices(["directed_by", "starred_actors"])
+    question = "the director of also directed which films"
+    there_and_back = (("directed_by", OUT), ("directed_by", IN))
+    assert match(vectors, question, there_and_back) - DEPTH_PENALTY > match(vectors, question, (("directed_by", OUT),))
+    question = "who acted in the films directed by the director of Top Hat"
+    text = question_text(question, ["Top Hat"])
+    words, distances = vectors.word_vectors(text), mention_distances(question, ["Top Hat"])
+    actors_of_the_directors_films = (("directed_by", OUT), ("directed_by", IN), ("starred_actors", OUT))
+    assert vectors.order(actors_of_the_directors_films, words, question_stems(text), distances) == 1.0

@@ -178,24 +178,6 @@ class RelationVectors:
         self._embed(words)
         return np.stack([self._words[w] for w in words])
 
-    def coverage(self, units: Sequence[np.ndarray], words: np.ndarray | None,
-                 said: np.ndarray | None = None, leg: bool = False) -> float:
-        """How well the hops (their labels' unit vectors) and the question's content words
-        (:meth:`word_vectors`) cover each other: the lower of the mean similarity of each hop to a
-        word of its own (:func:`_assigned`) and the mean best similarity of each word to a hop (0
-        for a question with no content word). ``said`` (words × hops, bool) marks the words that
-        say a hop's label, whose similarity is at least :data:`SAID_SIMILARITY`. For a ``leg``,
-        one topic's path of a question with several, only the first: its hops must be said, but
-        the words they do not say may belong to the other topics' legs."""
-        if words is None:
-            return 0.0
-        similarity = words @ np.stack(units).T
-        if said is not None:
-            similarity = np.maximum(similarity, SAID_SIMILARITY * said)
-        if leg:  # the other topics' legs say the rest of the question
-            return _assigned(similarity)
-        return float(min(_assigned(similarity), similarity.max(axis=1).mean()))
-
     def said(self, relation: str, word_stems: Sequence[str]) -> float:
         """The share of ``relation``'s label words (stems) that the question's words say."""
         return _share(self._stems[relation], word_stems)
@@ -206,38 +188,44 @@ class RelationVectors:
         (:func:`question_stems`), how far each word stands from the topic
         (:func:`mention_distances`), and with ``sharing`` a relation walked back covered with or
         without :data:`SHARING` (see the module docstring); ``leg``: one of several topics' paths
-        (:meth:`coverage`)."""
+        (:func:`_coverage`)."""
         said = _share(frozenset().union(*(self._stems[relation] for relation, _direction in path)), word_stems)
-        relations = list(dict.fromkeys(relation for relation, _direction in path))
-        units = [self._units[self._index[relation]] for relation in relations]
-        says = None if words is None else np.array(
-            [_saying(tuple(word_stems), self._stems[relation]) for relation in relations],
-            dtype=np.float32).reshape(len(relations), len(word_stems)).T
-        if says is not None and len(says) != len(words):
+        if words is None:
+            return SAID_WEIGHT * said
+        if len(word_stems) != len(words):
             raise ValueError("word_stems must be the stems of the words word_vectors embedded (question_stems)")
-        covered = self.coverage(units, words, says, leg)
+        relations, similarity, floored = self._similarities(path, words, word_stems)
+        hops = [sum(relation == r for r, _direction in path) for relation in relations]
+        slots = _label_slots(tuple(word_stems), tuple((self._stems[r], n) for r, n in zip(relations, hops)))
+        covered = _coverage(similarity, floored, slots, leg)
         if sharing and _walks_back(path):  # the sharing said or not ("the films that share X's director", "X's director's films")
-            unsaid = None if says is None else np.hstack([says, np.zeros((len(says), 1), dtype=np.float32)])
-            covered = max(covered, self.coverage(units + [self._sharing()], words, unsaid, leg))
-        return SAID_WEIGHT * said + COVERAGE_WEIGHT * covered + ORDER_WEIGHT * self.order(path, words, distances)
+            shared = words @ self._sharing()
+            covered = max(covered, _coverage(np.column_stack([similarity, shared]),
+                                             np.column_stack([floored, shared]), slots, leg))
+        return SAID_WEIGHT * said + COVERAGE_WEIGHT * covered + ORDER_WEIGHT * _order(path, relations, floored, distances)
 
     def _sharing(self) -> np.ndarray:
         self._embed([SHARING])
         return self._words[SHARING]
 
-    def order(self, path: RelationPath, words: np.ndarray | None, distances: np.ndarray | None) -> float:
-        """Whether the path's hops are said from the topic outwards: for each step to a new
-        relation, +1 if the word the next relation means most stands farther from the topic
-        than the one the relation before it means, -1 if nearer (0 for a one-relation path or
-        a question whose words or topic mention are unknown)."""
+    def order(self, path: RelationPath, words: np.ndarray | None, word_stems: Sequence[str],
+              distances: np.ndarray | None) -> float:
+        """Whether the path's hops are said from the topic outwards (:func:`_order`), given the
+        question's :meth:`word_vectors`, their stems and :func:`mention_distances`."""
         if words is None or distances is None:
             return 0.0
-        rows = [self._index[relation] for index, (relation, _direction) in enumerate(path)
-                if index == 0 or relation != path[index - 1][0]]
-        if len(rows) < 2:
-            return 0.0
-        nearest = distances[(words @ np.stack([self._units[r] for r in rows]).T).argmax(axis=0)]
-        return float(np.sign(np.diff(nearest)).mean())
+        relations, _similarity, floored = self._similarities(path, words, word_stems)
+        return _order(path, relations, floored, distances)
+
+    def _similarities(self, path: RelationPath, words: np.ndarray,
+                      word_stems: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The path's relations (each once) and the words × relations similarity, as the encoder
+        says it and floored at :data:`SAID_SIMILARITY` where a word says the label's stem."""
+        relations = list(dict.fromkeys(relation for relation, _direction in path))
+        similarity = words @ np.stack([self._units[self._index[relation]] for relation in relations]).T
+        says = np.array([_saying(tuple(word_stems), self._stems[relation]) for relation in relations],
+                        dtype=np.float32).reshape(len(relations), len(word_stems)).T
+        return relations, similarity, np.maximum(similarity, SAID_SIMILARITY * says)
 
     @property
     def matrix(self) -> torch.Tensor:
@@ -250,6 +238,64 @@ def _walks_back(path: RelationPath) -> bool:
     """Whether some hop of ``path`` walks the relation of the hop before it back."""
     return any(relation == before and direction != direction_before
                for (before, direction_before), (relation, direction) in zip(path, path[1:]))
+
+
+def _coverage(similarity: np.ndarray, floored: np.ndarray, slots: "LabelSlots", leg: bool) -> float:
+    """How well the hops (columns) and the question's content words (rows) cover each other: the
+    lower of the mean similarity of each hop to a word of its own (:func:`_assigned`, on the
+    ``floored`` similarity) and the mean similarity of each word to a hop. A word that says a
+    label's stem needs a hop of its own for that (``slots``): without one it counts only its best
+    similarity to a relation whose label it does not say. For a ``leg``, one topic's path of a
+    question with several, only the first: its hops must be said, but the words they do not say
+    may belong to the other legs."""
+    if leg:  # the other topics' legs say the rest of the question
+        return _assigned(floored)
+    says, columns = slots
+    saying = says.any(axis=1)
+    said_columns = np.zeros(floored.shape, dtype=bool)
+    if columns:
+        np.logical_or.at(said_columns.T, list(columns), says.T.astype(bool))
+    other = np.where(said_columns, -np.inf, similarity).max(axis=1)
+    words = np.where(saying, np.maximum(other, 0.0), similarity.max(axis=1))
+    if saying.any():
+        gain = says * np.maximum(floored[:, list(columns)] - words[:, None], 0.0)
+        rows, chosen = linear_sum_assignment(gain, maximize=True)
+        words[rows] += gain[rows, chosen]
+    return float(min(_assigned(floored), words.mean()))
+
+
+#: Which question words say which label stem of a path, one column per stem and hop that walks
+#: its relation (words × slots), and each slot's relation (a column of the similarity).
+LabelSlots = tuple[np.ndarray, tuple[int, ...]]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _label_slots(word_stems: tuple[str, ...], labels: tuple[tuple[frozenset[str], int], ...]) -> LabelSlots:
+    """The :data:`LabelSlots` of a path whose relations have these label stems and are walked so
+    many times: a label stem of a relation walked n times can be said by n words. "the director
+    of X also directed which films" says "direct" twice, so the one hop ``directed_by`` leaves a
+    word unexplained and the walk there and back explains both; "released in which years" says
+    two stems of one label, each once."""
+    slots = [(column, label_stem) for column, (stems, hops) in enumerate(labels)
+             for label_stem in sorted(stems) for _hop in range(hops)]
+    says = np.array([[_says(word, label_stem) for _column, label_stem in slots] for word in word_stems],
+                    dtype=np.float32).reshape(len(word_stems), len(slots))
+    return says, tuple(column for column, _stem in slots)
+
+
+def _order(path: RelationPath, relations: Sequence[str], floored: np.ndarray, distances: np.ndarray | None) -> float:
+    """Whether the path's hops are said from the topic outwards: for each step to a new relation,
+    +1 if the word the next relation means most (``floored``: words × ``relations``) stands
+    farther from the topic than the one the relation before it means, -1 if nearer (0 for a
+    one-relation path or a question whose topic mention is unknown)."""
+    if distances is None:
+        return 0.0
+    columns = [relations.index(relation) for index, (relation, _direction) in enumerate(path)
+               if index == 0 or relation != path[index - 1][0]]
+    if len(columns) < 2:
+        return 0.0
+    nearest = distances[floored[:, columns].argmax(axis=0)]
+    return float(np.sign(np.diff(nearest)).mean())
 
 
 PathTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
