@@ -8,7 +8,8 @@ Beside the hops, each path gets its word match: how its labels' words and the
 question's content words meet, with no training. Part of it is the share of
 the labels' words the question says; the rest is a coverage of the question by
 the hops, word by word: every hop must be what a question word of its own
-means, and every question word must be meant by some hop. A word means a hop
+means, and every question word must be meant by some hop (a word that says a
+label's stem, by a hop of its own: a stem said twice asks for two hops). A word means a hop
 as much as the encoder says, and at least as much as a label's own word would
 where it says the label's stem ("director", "screenwriter" say "written by"'s
 "writ"): the encoder's vectors of single words are noisy, and a stem the
