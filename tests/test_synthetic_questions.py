@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from localkg.path_scorer.synthetic import SyntheticLimits, synthetic_questions
+from localkg.path_scorer.supervision import walk_vote
+from localkg.path_scorer.synthetic import SyntheticLimits, synthetic_walks
 from localkg.store import KG
 from localkg.store.model import IN, OUT
 
@@ -51,8 +52,8 @@ def reached(kg: KG, topic: str, path: list[list[str]]) -> set[str]:
 
 def test_every_relation_is_asked_in_both_directions_with_exact_answers(films: Path) -> None:
     with KG.open(films, read_only=True) as kg:
-        made = synthetic_questions(kg, SyntheticLimits(max_hops=2, topics_per_relation=6, max_answers=10))
-        questions = [question for question, _supervision in made]
+        made = synthetic_walks(kg, SyntheticLimits(max_hops=2, topics_per_relation=6, max_answers=10))
+        questions = [question for question, *_walks in made]
         first_hops = {tuple(question.meta["path"][0]) for question in questions if len(question.topic_entities) == 1}
         relations = {relation for relation, *_ in kg.relation_catalogue()}
         assert first_hops == {(relation, direction) for relation in relations for direction in (OUT, IN)}
@@ -62,7 +63,7 @@ def test_every_relation_is_asked_in_both_directions_with_exact_answers(films: Pa
             answers = {answer[1] for answer in question.answers}
             if len(question.topic_entities) == 1:
                 assert answers == reached(kg, question.topic_entities[0], question.meta["path"]), question
-        for question, supervision in made:  # the path asked about is among the positives it trains
+        for question, supervision, _avoiding in made:  # the path asked about is among the positives it trains
             if len(question.topic_entities) == 1:
                 topic = supervision.topics[0]
                 asked = tuple(tuple(hop) for hop in question.meta["path"])
@@ -73,10 +74,31 @@ def test_every_relation_is_asked_in_both_directions_with_exact_answers(films: Pa
                 assert answers == reached(kg, first, [first_hop]) & reached(kg, second, [second_hop]), question
 
 
+def test_the_others_sharing_the_topics_value_are_not_the_topic(films: Path) -> None:
+    """"The years of the others with the same director as Vertigo" are Rear Window's and The Birds',
+    not Vertigo's own 1958 unless another of them has it: what is asked of the others is not asked
+    of the topic. The questions' own vote then has the store's walks leave the topic behind."""
+    with KG.open(films, read_only=True) as kg:
+        walks = synthetic_walks(kg, SyntheticLimits(max_hops=3, topics_per_relation=8, max_answers=10))
+    shared = [(question, through, avoiding) for question, through, avoiding in walks
+              if len(question.meta["path"]) == 3 and question.meta["path"][1] == [question.meta["path"][0][0], IN]]
+    assert shared
+    with KG.open(films, read_only=True) as kg:
+        for question, _through, _avoiding in shared:
+            topic = question.topic_entities[0]
+            (first, second, third) = question.meta["path"]
+            others = reached(kg, topic, [first, second]) - {topic}
+            expected = {node.id for other in others for node in kg.neighbors(other, third[0], third[1])} - {topic}
+            assert {answer[1] for answer in question.answers} == expected, question.text
+    differing = [walk_vote(through, avoiding) for _question, through, avoiding in shared
+                 if walk_vote(through, avoiding) is not None]
+    assert differing and not any(differing)  # walking on from Vertigo finds these answers worse
+
+
 def test_two_topic_questions_are_made_where_answers_share_facts(films: Path) -> None:
     with KG.open(films, read_only=True) as kg:
-        made = synthetic_questions(kg, SyntheticLimits(max_hops=1, topics_per_relation=8, conjunctive_share=1.0))
-    pairs = [question for question, _supervision in made if len(question.topic_entities) == 2]
+        made = synthetic_walks(kg, SyntheticLimits(max_hops=1, topics_per_relation=8, conjunctive_share=1.0))
+    pairs = [question for question, *_walks in made if len(question.topic_entities) == 2]
     assert pairs
     for question in pairs:
         names = question.meta["topic_names"]
@@ -88,8 +110,8 @@ def test_two_topic_questions_train_against_longer_legs(films: Path) -> None:
     user's question's are, so a scorer learns that a longer leg reaching other things is wrong
     (trained on one-hop candidates alone, it ranked three-hop legs first on WC-C)."""
     with KG.open(films, read_only=True) as kg:
-        made = synthetic_questions(kg, SyntheticLimits(max_hops=2, topics_per_relation=8, conjunctive_share=1.0))
-    pairs = [(question, supervision) for question, supervision in made if len(question.topic_entities) == 2]
+        made = synthetic_walks(kg, SyntheticLimits(max_hops=2, topics_per_relation=8, conjunctive_share=1.0))
+    pairs = [(question, supervision) for question, supervision, _avoiding in made if len(question.topic_entities) == 2]
     assert pairs
     for question, supervision in pairs:
         for topic, asked in zip(supervision.topics, question.meta["path"]):
@@ -109,7 +131,7 @@ def test_no_file_but_the_store_is_read(films: Path, monkeypatch: pytest.MonkeyPa
     with KG.open(films, read_only=True) as kg:
         monkeypatch.setattr(builtins, "open", watched)
         monkeypatch.setattr(io, "open", watched)
-        made = synthetic_questions(kg, SyntheticLimits(max_hops=2, topics_per_relation=4))
+        made = synthetic_walks(kg, SyntheticLimits(max_hops=2, topics_per_relation=4))
         monkeypatch.setattr(builtins, "open", real_open)
         monkeypatch.setattr(io, "open", real_io_open)
     assert made
@@ -126,8 +148,8 @@ def test_opaque_relation_ids_are_said_by_their_labels(tmp_path: Path, style: str
         if style == "wikidata":
             kg.execute("UNWIND $rows AS row MATCH (r:Relation {id: row[1]}) SET r.label = row[2]",
                        {"rows": [[key, value] for key, value in labels.items()]})
-        made = synthetic_questions(kg, SyntheticLimits(max_hops=1, topics_per_relation=4))
-    said = " ".join(question.text for question, _supervision in made)
+        made = synthetic_walks(kg, SyntheticLimits(max_hops=1, topics_per_relation=4))
+    said = " ".join(question.text for question, *_walks in made)
     if style == "freebase":
         assert "directed by" in said and "starring" in said and "film.film" not in said
     else:
@@ -159,6 +181,6 @@ def test_the_seed_alone_decides_the_draw(tmp_path: Path) -> None:
     for name, order in (("forward", triples), ("backward", triples[::-1])):
         with KG.open(tmp_path / name, create=True) as kg:
             kg.add_triples(order)
-            made = synthetic_questions(kg, SyntheticLimits(max_hops=2, topics_per_relation=3, max_answers=10))
-        drawn.append([(q.text, q.topic_entities, sorted(answer[1] for answer in q.answers)) for q, _s in made])
+            made = synthetic_walks(kg, SyntheticLimits(max_hops=2, topics_per_relation=3, max_answers=10))
+        drawn.append([(q.text, q.topic_entities, sorted(answer[1] for answer in q.answers)) for q, *_walks in made])
     assert drawn[0] == drawn[1] and drawn[0]

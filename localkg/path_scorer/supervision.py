@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from localkg.path_scorer.walk import PathWalker, RelationPath
 from localkg.store.model import IN, Node
@@ -132,6 +132,21 @@ def _conjunctive_labels(walker: PathWalker, candidates: list[tuple[str, list[Rel
         for position, index in enumerate(combination):
             labels[position][index] = max(labels[position][index], f1)
     return labels
+
+
+def walk_vote(through: Supervision | None, avoiding: Supervision | None) -> bool | None:
+    """One question's vote on whether walks go on from the topic after their first hop: True when
+    its answers are found better walking on (``through``), False when better without, None when the
+    two walks label it alike."""
+    best = [0.0 if supervision is None else supervision.best_f1 for supervision in (through, avoiding)]
+    return None if abs(best[0] - best[1]) <= TIE else best[0] > best[1]
+
+
+def chosen_walk(walks: Iterable[tuple[Any, Supervision | None, Supervision | None]],
+                through_topic: bool) -> list[tuple[Any, Supervision | None]]:
+    """Each question of ``walks`` (question, labelled walking on from the topic, labelled without)
+    with the labels of the walk chosen for the store."""
+    return [(question, through if through_topic else avoiding) for question, through, avoiding in walks]
 
 
 def labelled_paths(candidates: list[tuple[str, list[RelationPath]]], labels: list[list[float]]) -> Supervision | None:

@@ -7,7 +7,9 @@ as small as real questions' are; hubs and truncated frontiers are left out. Wher
 reached from two named topics by different relations, their intersection is a two-topic
 (conjunctive) question. The text is said with a few generic phrasings built only from what the
 store holds (relation labels, entity names); nothing is written for one dataset, and no
-question file is read.
+question file is read. A question's answers are what its words say ("the others with the same
+director as X" are not X), and each is labelled as a user's pair is, walking on from the topic
+and not, so the store's own questions decide how its walks go when no pairs do.
 """
 from __future__ import annotations
 
@@ -116,15 +118,19 @@ class Verbaliser:
         return self.rng.choice(_CONJUNCTIVE).format(a=conditions[0], b=conditions[1])
 
 
-def synthetic_questions(kg: KG, limits: SyntheticLimits = SyntheticLimits(), progress: bool = False,
-                        walker: PathWalker | None = None) -> list[tuple[Question, Supervision]]:
-    """Questions with answers drawn from the store ``kg`` (see the module docstring), each with
-    its labelled candidate paths: the hops each step of its walk could have taken, labelled by
-    the F1 of what they reach, so ties (another path to the same answers) are positives too."""
+def synthetic_walks(kg: KG, limits: SyntheticLimits = SyntheticLimits(), progress: bool = False,
+                    walker: PathWalker | None = None) -> list[tuple[Question, Supervision | None, Supervision | None]]:
+    """Questions with answers drawn from the store ``kg`` (see the module docstring), each with its
+    candidate paths labelled twice, as a user's pairs are: walking on from the topic after the first
+    hop and not (``supervision.label_question``; the trainer keeps the walk the questions favour). A
+    label is the F1 of what a path reaches, so ties (another path to the same answers) are
+    positives too. A question's answers are what its words say: "the others with the same director
+    as X" are not X, so what is asked of them is not asked of X either (a chain whose first hop is
+    walked there and back does not go on from the topic)."""
     rng = random.Random(limits.seed)
     walker = walker or PathWalker(kg)
     verbaliser = Verbaliser(kg, rng)
-    made: list[tuple[Question, Supervision]] = []
+    made: list[tuple[Question, Supervision | None, Supervision | None]] = []
     seeds = [(relation, direction) for relation, _label, _d, facts in kg.relation_catalogue() if facts
              for direction in (OUT, IN)]
     for relation, direction in tqdm(seeds, desc="questions from the store", unit="relation", disable=not progress):
@@ -135,7 +141,7 @@ def synthetic_questions(kg: KG, limits: SyntheticLimits = SyntheticLimits(), pro
                 pair = _conjunctive(walker, verbaliser, topic, (relation, direction), limits, rng)
                 if pair is not None:
                     made.append(pair)
-    for number, (question, _supervision) in enumerate(made):
+    for number, (question, _through, _avoiding) in enumerate(made):
         question.id = f"{SOURCE}-{number}"
     return made
 
@@ -153,7 +159,7 @@ def _topics(kg: KG, relation: str, direction: str, limits: SyntheticLimits, rng:
 
 
 def _chains(walker: PathWalker, verbaliser: Verbaliser, topic: Node, first: Hop, limits: SyntheticLimits,
-            rng: random.Random) -> Iterator[tuple[Question, Supervision]]:
+            rng: random.Random) -> Iterator[tuple[Question, Supervision | None, Supervision | None]]:
     """One question per path length from ``topic``: a random walk whose first hop is ``first``,
     each next hop drawn from the ones that lead on (a few tries for an answer set of the right
     size). Each question's candidates are every path from the topic up to ``max_hops``, as for a
@@ -174,14 +180,23 @@ def _chains(walker: PathWalker, verbaliser: Verbaliser, topic: Node, first: Hop,
     if not chosen:
         return
     candidates = list(dict.fromkeys(walker.enumerate(topic.id, limits.max_hops, limits.max_paths) + chosen))
-    reached = [walker.ends(topic.id, candidate).values() for candidate in candidates]
+    reached = {through: [walker.ends(topic.id, candidate, through_topic=through).values() for candidate in candidates]
+               for through in (True, False)}
     for path in chosen:
-        ends = list(walker.ends(topic.id, path).values())
+        ends = list(walker.ends(topic.id, path, through_topic=not _shares_with_topic(path)).values())
         question = _question(verbaliser.chain(topic.name, path, [node.name for node in ends]), [topic], ends, path)
         gold = gold_keys(question.answers)
-        supervision = labelled_paths([(topic.id, candidates)], [[answer_f1(ends, gold) for ends in reached]])
-        if supervision is not None:
-            yield question, supervision
+        through, avoiding = (labelled_paths([(topic.id, candidates)],
+                                            [[answer_f1(found, gold) for found in reached[walk]]])
+                             for walk in (True, False))
+        if through is not None or avoiding is not None:
+            yield question, through, avoiding
+
+
+def _shares_with_topic(path: RelationPath) -> bool:
+    """Whether the chain starts with a relation walked there and back: "the others with the same
+    L as X", said so by :data:`_SHARED`, which leaves X out."""
+    return len(path) > 1 and path[1] == (path[0][0], IN if path[0][1] == OUT else OUT)
 
 
 def _repeats(path: RelationPath, hop: Hop) -> int:
@@ -191,13 +206,14 @@ def _repeats(path: RelationPath, hop: Hop) -> int:
 
 
 def _answerable(walker: PathWalker, topic: str, path: RelationPath, limits: SyntheticLimits) -> bool:
-    frontier = walker.frontier(topic, path)
-    ends = walker.ends(topic, path)
+    through = not _shares_with_topic(path)
+    frontier = walker.frontier(topic, path, through)
+    ends = walker.ends(topic, path, through_topic=through)
     return not frontier.truncated and 0 < len(ends) <= limits.max_answers and topic not in ends
 
 
 def _conjunctive(walker: PathWalker, verbaliser: Verbaliser, topic: Node, first: Hop, limits: SyntheticLimits,
-                 rng: random.Random) -> tuple[Question, Supervision] | None:
+                 rng: random.Random) -> tuple[Question, Supervision | None, Supervision | None] | None:
     """A question whose answers ``first`` reaches from ``topic`` and another hop from a second
     named topic reaches too, fewer than either reaches alone."""
     own = walker.ends(topic.id, (first,))
@@ -219,9 +235,11 @@ def _conjunctive(walker: PathWalker, verbaliser: Verbaliser, topic: Node, first:
                 text = verbaliser.conjunction((topic.name, first), (second.name, back))
                 question = _question(text, [topic, second], shared.values(), (first, back))
                 # candidates of every length, as for a user's question: a longer leg is a negative
-                supervision = label_question(walker, [topic.id, second.id], question.answers,
-                                             SupervisionLimits(max_hops=limits.max_hops, max_paths=limits.max_paths))
-                return (question, supervision) if supervision is not None else None
+                through, avoiding = (label_question(walker, [topic.id, second.id], question.answers,
+                                                    SupervisionLimits(max_hops=limits.max_hops,
+                                                                      max_paths=limits.max_paths), walk)
+                                     for walk in (True, False))
+                return (question, through, avoiding) if through is not None or avoiding is not None else None
     return None
 
 

@@ -34,8 +34,9 @@ from localkg.path_scorer.checkpoint import save_checkpoint, store_state
 from localkg.path_scorer.familiarity import Familiarity
 from localkg.path_scorer.features import RelationVectors, mention_distances, path_tensors, question_text
 from localkg.path_scorer.model import PathScorer, ScorerConfig
-from localkg.path_scorer.supervision import TIE, Supervision, SupervisionLimits, label_question, matches_gold
-from localkg.path_scorer.synthetic import SyntheticLimits, synthetic_questions, write_questions
+from localkg.path_scorer.supervision import (TIE, Supervision, SupervisionLimits, chosen_walk, label_question,
+                                             matches_gold, walk_vote)
+from localkg.path_scorer.synthetic import SyntheticLimits, synthetic_walks, write_questions
 from localkg.path_scorer.walk import PathWalker, RelationPath
 from localkg.store.kg import KG
 from localkg.training.checkpoints import check_writable
@@ -95,6 +96,13 @@ class SupervisionReport:
         most questions whose best F1 depends on it do better without ("the films of X's writer"
         then means the writer's other films, as in MetaQA)."""
         return self.through_topic_better * 2 >= self.walk_differs
+
+    def vote(self, through: Supervision | None, avoiding: Supervision | None) -> None:
+        """Count one question's :func:`~localkg.path_scorer.supervision.walk_vote`."""
+        vote = walk_vote(through, avoiding)
+        if vote is not None:
+            self.walk_differs += 1
+            self.through_topic_better += vote
 
     @property
     def gold_accuracy(self) -> float:
@@ -172,14 +180,10 @@ def supervise(kg: KG, questions: Sequence[Any], topics: Sequence[list[str]], lim
         walker.forget_paths()
         through, avoiding = (label_question(walker, question_topics, question.answers, limits, through_topic)
                              for through_topic in (True, False))
-        best = [0.0 if supervision is None else supervision.best_f1 for supervision in (through, avoiding)]
-        if abs(best[0] - best[1]) > TIE:
-            report.walk_differs += 1
-            report.through_topic_better += best[0] > best[1]
+        report.vote(through, avoiding)
         walks.append((question, through, avoiding))
     labelled = []
-    for question, through, avoiding in walks:  # the labels of the walk the store's questions favour
-        supervision = through if report.through_topic else avoiding
+    for question, supervision in chosen_walk(walks, report.through_topic):  # the walk the questions favour
         if supervision is None:
             report.skipped_no_path += 1
             continue
@@ -339,7 +343,12 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
         weights = [pair_weight if synthetic is not None else 1.0] * len(labelled)
     pairs = [True] * len(labelled)
     if synthetic is not None:
-        made = synthetic_questions(kg, replace(synthetic, max_hops=limits.max_hops, seed=config.seed), progress)
+        walks = synthetic_walks(kg, replace(synthetic, max_hops=limits.max_hops, seed=config.seed), progress)
+        if not report.walk_differs:  # the user's pairs decide how walks go where they tell; else the store's questions
+            for _question, through, avoiding in walks:
+                report.vote(through, avoiding)
+        made = [(question, supervision) for question, supervision in chosen_walk(walks, report.through_topic)
+                if supervision is not None]
         if save_synthetic is not None:
             write_questions(save_synthetic, [question for question, _supervision in made])
         labelled += made
