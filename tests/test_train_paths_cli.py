@@ -89,6 +89,17 @@ def test_an_out_below_a_regular_file_is_refused_before_any_work(movies_db, tmp_p
                             "choose another place\n"
 
 
+def test_a_save_synthetic_below_a_regular_file_is_refused_before_any_work(movies_db, tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    made = blocker / "made.jsonl"
+    result = CliRunner().invoke(main, ["train", "paths", "--db", str(movies_db), "--save-synthetic", str(made),
+                                       "--out", str(tmp_path / "scorer.pt")])
+    assert result.exit_code == 1
+    assert result.output == f"Error: cannot write the store's questions to {made}: {blocker} is a file, not a " \
+                            "folder; choose another place\n"
+
+
 def test_a_file_that_is_no_checkpoint_says_so_in_one_line_and_how_to_make_one(movies_db, tmp_path):
     garbage = tmp_path / "scorer.pt"
     garbage.write_text("not a checkpoint")

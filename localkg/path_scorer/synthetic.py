@@ -252,6 +252,7 @@ def _question(text: str, topics: Sequence[Node], answers, path: RelationPath) ->
 
 def write_questions(path: str | Path, questions: Sequence[Question]) -> None:
     """The questions as JSONL that ``localkg train paths --questions`` reads back (edit them freely)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         for question in questions:
             handle.write(json.dumps({"id": question.id, "question": question.text, "answers": question.answers,

@@ -335,6 +335,8 @@ def train_from_files(kg: KG, selection: Any, config: TrainConfig, out: str | Pat
     from localkg.indexes.embedding import Embedder
 
     check_writable(out)  # before supervision and epochs are spent on a checkpoint that cannot be written
+    if save_synthetic is not None:
+        check_writable(save_synthetic, "the store's questions")
     if selection is None and synthetic is None:
         raise TrainingDataError("nothing to train on: give question-answer pairs, or train from the store's own questions")
     labelled, weights, report, meta = [], [], SupervisionReport(), {"db": str(kg.path), "limits": asdict(limits)}

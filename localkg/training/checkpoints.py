@@ -70,18 +70,18 @@ def load_model(path: str | Path, format_version: int, what: str, train_command: 
     return model.to(device).eval(), payload
 
 
-def check_writable(path: str | Path) -> Path:
-    """``path`` when a checkpoint can be written there, checked before training spends any time:
+def check_writable(path: str | Path, what: str = "the checkpoint") -> Path:
+    """``path`` when ``what`` can be written there, checked before training spends any time:
     not a folder, and below a folder (or where one can be made) that this user may write to."""
     path = Path(path)
     if path.is_dir():
-        raise CheckpointError(f"cannot write the checkpoint to {path}: it is a folder; name a file")
+        raise CheckpointError(f"cannot write {what} to {path}: it is a folder; name a file")
     parent = path.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise CheckpointError(f"cannot write the checkpoint to {path}: {parent} is a file, not a folder; "
+        raise CheckpointError(f"cannot write {what} to {path}: {parent} is a file, not a folder; "
                               "choose another place")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise CheckpointError(f"cannot write the checkpoint to {path}: {parent} is not writable; choose another place")
+        raise CheckpointError(f"cannot write {what} to {path}: {parent} is not writable; choose another place")
     return path
